@@ -1,0 +1,48 @@
+# make test: local virtual environment, build, C++ tests (ctest) and Python tests (pytest).
+# make demo: the same set-up, then the Lorenz ensemble demo (summary + plot).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+JOBS ?= 2
+
+.PHONY: all venv build cpp-test py-test test demo bench lint clean
+
+all: build
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "scikit-build-core>=0.10" "nanobind>=2.4" cmake ninja
+	$(PY) -m pip install -q "jax>=0.5,<0.11" "jaxlib>=0.5,<0.11" numpy scipy pytest hypothesis diffrax matplotlib ruff
+	touch $@
+
+venv: $(VENV)/.installed
+
+# The extension modules, written into shoal/ (SHOAL_INPLACE) so the checkout imports directly.
+build: venv
+	$(VENV)/bin/cmake -S . -B build/py -G Ninja -DSHOAL_BUILD_PYTHON=ON -DSHOAL_INPLACE=ON \
+	  -DPython_EXECUTABLE=$(abspath $(PY)) >/dev/null
+	$(VENV)/bin/cmake --build build/py -j $(JOBS)
+
+cpp-test: venv
+	$(VENV)/bin/cmake -S . -B build/cpp -G Ninja -DSHOAL_BUILD_TESTS=ON >/dev/null
+	$(VENV)/bin/cmake --build build/cpp -j $(JOBS)
+	cd build/cpp && ../../$(VENV)/bin/ctest --output-on-failure
+
+py-test: build
+	$(PY) -m pytest -q tests
+
+test: cpp-test py-test
+
+demo: build
+	$(PY) -m shoal.demo
+
+bench: build
+	$(PY) benchmarks/lorenz_tsit5.py
+
+lint: venv
+	$(VENV)/bin/ruff check shoal tests benchmarks
+	$(VENV)/bin/ruff format --check shoal tests benchmarks
+
+clean:
+	rm -rf build shoal/ode/*.so shoal/linalg/*.so

@@ -1,0 +1,127 @@
+// Scalar mathematics for models: one name per function for float and double, host and device.
+//
+// Generated models call these unqualified (`exp(x)`) inside a scope with `using namespace
+// shoal::math;`, so the same source also resolves to the dual-number and sparsity-tracer overloads,
+// found by argument-dependent lookup in their own namespaces.
+//
+// max/min propagate NaN (as XLA does): a NaN produced inside a model must reach the error norm so the
+// step is rejected, never be silently dropped by fmax/fmin.
+#pragma once
+
+#include "shoal/config.hpp"
+
+#ifndef __CUDACC_RTC__
+#include <cmath>
+#endif
+
+namespace shoal {
+namespace math {
+
+#if defined(__CUDACC_RTC__)
+#define SHOAL_MATH_NS
+#else
+#define SHOAL_MATH_NS std::
+#endif
+
+#define SHOAL_UNARY(name)                                                  \
+  SHOAL_INLINE double name(double x) { return SHOAL_MATH_NS name(x); }     \
+  SHOAL_INLINE float name(float x) { return SHOAL_MATH_NS name(x); }
+
+SHOAL_UNARY(exp)
+SHOAL_UNARY(exp2)
+SHOAL_UNARY(log)
+SHOAL_UNARY(log1p)
+SHOAL_UNARY(expm1)
+SHOAL_UNARY(sqrt)
+SHOAL_UNARY(cbrt)
+SHOAL_UNARY(sin)
+SHOAL_UNARY(cos)
+SHOAL_UNARY(tan)
+SHOAL_UNARY(asin)
+SHOAL_UNARY(acos)
+SHOAL_UNARY(atan)
+SHOAL_UNARY(sinh)
+SHOAL_UNARY(cosh)
+SHOAL_UNARY(tanh)
+SHOAL_UNARY(asinh)
+SHOAL_UNARY(acosh)
+SHOAL_UNARY(atanh)
+SHOAL_UNARY(erf)
+SHOAL_UNARY(erfc)
+SHOAL_UNARY(floor)
+SHOAL_UNARY(ceil)
+SHOAL_UNARY(trunc)
+SHOAL_UNARY(fabs)
+#undef SHOAL_UNARY
+
+SHOAL_INLINE double pow(double x, double y) { return SHOAL_MATH_NS pow(x, y); }
+SHOAL_INLINE float pow(float x, float y) { return SHOAL_MATH_NS pow(x, y); }
+SHOAL_INLINE double atan2(double y, double x) { return SHOAL_MATH_NS atan2(y, x); }
+SHOAL_INLINE float atan2(float y, float x) { return SHOAL_MATH_NS atan2(y, x); }
+SHOAL_INLINE double fmod(double x, double y) { return SHOAL_MATH_NS fmod(x, y); }
+SHOAL_INLINE float fmod(float x, float y) { return SHOAL_MATH_NS fmod(x, y); }
+// Round half to even, as lax.round(..., ROUND_TO_NEAREST_EVEN) and jnp.round do.
+SHOAL_INLINE double round_even(double x) { return SHOAL_MATH_NS nearbyint(x); }
+SHOAL_INLINE float round_even(float x) { return SHOAL_MATH_NS nearbyint(x); }
+// Round half away from zero, lax.round's default.
+SHOAL_INLINE double round_away(double x) { return SHOAL_MATH_NS round(x); }
+SHOAL_INLINE float round_away(float x) { return SHOAL_MATH_NS round(x); }
+#undef SHOAL_MATH_NS
+
+SHOAL_INLINE double abs(double x) { return fabs(x); }
+SHOAL_INLINE float abs(float x) { return fabs(x); }
+template <class T>
+SHOAL_INLINE T rsqrt(const T& x) {
+  return T(1) / sqrt(x);
+}
+template <class T>
+SHOAL_INLINE T square(const T& x) {
+  return x * x;
+}
+template <class T>
+SHOAL_INLINE T logistic(const T& x) {
+  return T(1) / (T(1) + exp(-x));
+}
+template <class T>
+SHOAL_INLINE T sign(const T& x) {
+  // sign(NaN) is NaN and sign(±0) is ±0, as in XLA.
+  return x > T(0) ? T(1) : (x < T(0) ? T(-1) : x);
+}
+template <class T>
+SHOAL_INLINE T max(const T& a, const T& b) {
+  return (a != a || a > b) ? a : b;
+}
+template <class T>
+SHOAL_INLINE T min(const T& a, const T& b) {
+  return (a != a || a < b) ? a : b;
+}
+template <class T>
+SHOAL_INLINE T clamp(const T& lo, const T& x, const T& hi) {
+  return min(max(x, lo), hi);
+}
+// x**n for a compile-time integer exponent, by binary powering (what lax.integer_pow computes).
+template <class T>
+SHOAL_INLINE T integer_pow(const T& x, int n) {
+  bool invert = n < 0;
+  unsigned m = invert ? static_cast<unsigned>(-n) : static_cast<unsigned>(n);
+  T result = T(1);
+  T base = x;
+  bool first = true;
+  while (m) {
+    if (m & 1u) {
+      result = first ? base : result * base;
+      first = false;
+    }
+    m >>= 1u;
+    if (m) base = base * base;
+  }
+  return invert ? T(1) / result : result;
+}
+// The primal value of a scalar; dual numbers overload it to strip their tangents.
+SHOAL_INLINE double primal(double x) { return x; }
+SHOAL_INLINE float primal(float x) { return x; }
+SHOAL_INLINE bool is_finite(double x) { return x - x == 0.0; }
+SHOAL_INLINE bool is_finite(float x) { return x - x == 0.0f; }
+
+}  // namespace math
+}  // namespace shoal

@@ -1,0 +1,86 @@
+// Step-size control: the scaled RMS error norm and a PID controller.
+//
+// Norm: sqrt(mean_i (w_i err_i / (atol + rtol max(|y_i|, |y_new_i|)))^2); a step is accepted when
+// it is ≤ 1. A NaN or Inf anywhere makes the norm non-finite, which rejects the step and shrinks
+// it by the minimum factor: a model that leaves its domain is stepped back into it, never trusted.
+//
+// PID (Söderlind's form as diffrax writes it, on inverse scaled errors δ_n = 1/‖err_n‖):
+//   h_{n+1} = h_n · safety · δ_n^{(p+i+d)/k} · δ_{n-1}^{-(p+2d)/k} · δ_{n-2}^{d/k},
+// k = the order of the error estimate, clipped to [factor_min, factor_max]; after a rejection the
+// factor is capped at `safety` so the retry is strictly smaller. The default gains (p, i, d) =
+// (0, 1, 0) are the classical integral controller.
+#pragma once
+
+#include "shoal/config.hpp"
+#include "shoal/math.hpp"
+
+namespace shoal {
+namespace ode {
+
+template <class T>
+struct ControllerOptions {
+  T rtol;
+  T atol;
+  T pcoeff = T(0);
+  T icoeff = T(1);
+  T dcoeff = T(0);
+  T safety = T(0.9);
+  T factor_min = T(0.2);
+  T factor_max = T(10);
+};
+
+// Scaled RMS norm of an error estimate. `weights` may be null (all ones).
+template <class T>
+SHOAL_HD T error_norm(int n, const T* err, const T* y, const T* y_new, const T* weights,
+                      const ControllerOptions<T>& opt) {
+  T sum = T(0);
+  for (int i = 0; i < n; ++i) {
+    const T scale =
+        opt.atol + opt.rtol * math::max(math::abs(y[i]), math::abs(y_new[i]));
+    T e = err[i] / scale;
+    if (weights) e *= weights[i];
+    sum += e * e;
+  }
+  return math::sqrt(sum / T(n));
+}
+
+template <class T>
+struct PidController {
+  ControllerOptions<T> opt;
+  int error_order;
+  T prev_inv = T(1);       // δ_{n-1}
+  T prev_prev_inv = T(1);  // δ_{n-2}
+
+  SHOAL_HD static bool accepts(T norm) { return norm <= T(1); }
+
+  // The factor to multiply h by, given this attempt's error norm. Call once per attempt; the
+  // history advances only on accepted steps.
+  SHOAL_HD T factor(T norm, bool accepted) {
+    if (!math::is_finite(norm)) return opt.factor_min;
+    const T k = T(error_order);
+    T f;
+    if (norm == T(0)) {
+      f = opt.factor_max;
+    } else {
+      const T inv = T(1) / norm;
+      f = opt.safety;
+      const T c1 = (opt.pcoeff + opt.icoeff + opt.dcoeff) / k;
+      const T c2 = -(opt.pcoeff + T(2) * opt.dcoeff) / k;
+      const T c3 = opt.dcoeff / k;
+      if (c1 != T(0)) f *= math::pow(inv, c1);
+      if (c2 != T(0)) f *= math::pow(prev_inv, c2);
+      if (c3 != T(0)) f *= math::pow(prev_prev_inv, c3);
+      if (accepted) {
+        prev_prev_inv = prev_inv;
+        prev_inv = inv;
+      }
+    }
+    const T hi = accepted ? opt.factor_max : opt.safety;
+    f = f < opt.factor_min ? opt.factor_min : f;
+    f = f > hi ? hi : f;
+    return f;
+  }
+};
+
+}  // namespace ode
+}  // namespace shoal

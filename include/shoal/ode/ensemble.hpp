@@ -1,0 +1,87 @@
+// The ensemble entry point shared by compiled models and the host runtime.
+//
+// A JIT-compiled model library exports plain `extern "C"` functions taking an EnsembleArgs: a C
+// struct of pointers and numbers, so nothing C++-ABI crosses the shared-object boundary. The host
+// splits [0, n_traj) into chunks and calls solve_range on each from its thread pool; trajectories
+// are independent, so any split gives bit-identical results.
+#pragma once
+
+#include "shoal/config.hpp"
+#include "shoal/ode/integrate.hpp"
+
+// Bump whenever EnsembleArgs or the exported entry signatures change: the host refuses a library
+// built against a different layout instead of reading garbage.
+#define SHOAL_ODE_ABI_VERSION 1
+
+extern "C" {
+
+// Layouts (row-major, T = float or double as the library was compiled for):
+//   y0      (n_traj, n_vars)         params  (n_traj, n_params)     weights (n_traj, n_vars) or null
+//   t_span  (n_traj / t_span_group, n_save): trajectory m uses row m / t_span_group
+//   ys      (n_traj, n_save, n_vars) accepted, rejected, status  (n_traj,) int32
+typedef struct ShoalEnsembleArgs {
+  int64_t n_traj;
+  int64_t t_span_group;
+  int32_t n_vars;
+  int32_t n_params;
+  int32_t n_save;
+  int32_t reserved;
+  const void* y0;
+  const void* params;
+  const void* t_span;
+  const void* weights;
+  void* ys;
+  int32_t* accepted;
+  int32_t* rejected;
+  int32_t* status;
+  double rtol;
+  double atol;
+  double first_step;
+  double pcoeff;
+  double icoeff;
+  double dcoeff;
+  int64_t max_steps;
+} ShoalEnsembleArgs;
+
+}  // extern "C"
+
+namespace shoal {
+namespace ode {
+
+template <class T>
+SHOAL_HD IntegrateOptions<T> options_from(const ShoalEnsembleArgs& a) {
+  IntegrateOptions<T> o;
+  o.controller.rtol = T(a.rtol);
+  o.controller.atol = T(a.atol);
+  o.controller.pcoeff = T(a.pcoeff);
+  o.controller.icoeff = T(a.icoeff);
+  o.controller.dcoeff = T(a.dcoeff);
+  o.first_step = T(a.first_step);
+  o.max_steps = a.max_steps;
+  return o;
+}
+
+// Solves trajectories [begin, end) of the ensemble described by `a`.
+template <template <class, class> class Stepper, class Model, class T>
+SHOAL_HD void solve_one(const ShoalEnsembleArgs& a, const IntegrateOptions<T>& opt, int64_t m) {
+  constexpr int n = Model::n_vars;
+  constexpr int np = Model::n_params;
+  const T* y0 = static_cast<const T*>(a.y0) + m * n;
+  const T* p = static_cast<const T*>(a.params) + m * np;
+  const T* t_span = static_cast<const T*>(a.t_span) + (m / a.t_span_group) * a.n_save;
+  const T* w = a.weights ? static_cast<const T*>(a.weights) + m * n : nullptr;
+  T* out = static_cast<T*>(a.ys) + m * a.n_save * n;
+  IntegrateStats stats;
+  a.status[m] = integrate<Stepper, Model, T>(y0, p, t_span, a.n_save, w, opt, out, &stats);
+  a.accepted[m] = stats.accepted;
+  a.rejected[m] = stats.rejected;
+}
+
+template <template <class, class> class Stepper, class Model, class T>
+void solve_range(const ShoalEnsembleArgs& a, int64_t begin, int64_t end) {
+  const IntegrateOptions<T> opt = options_from<T>(a);
+  for (int64_t m = begin; m < end; ++m) solve_one<Stepper, Model, T>(a, opt, m);
+}
+
+}  // namespace ode
+}  // namespace shoal

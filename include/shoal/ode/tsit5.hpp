@@ -1,0 +1,119 @@
+// Tsitouras' 5(4) explicit Runge-Kutta pair (Ch. Tsitouras, "Runge-Kutta pairs of order 5(4)
+// satisfying only the first column simplifying assumption", Comput. Math. Appl. 62, 2011).
+//
+// Seven stages, first-same-as-last: the last stage is f at the new point, so an accepted step costs
+// six evaluations. The error estimate is the difference to the embedded order-4 solution. Its free
+// continuous extension b_i(θ) = Σ_j r_ij θ^j is order 4 and reuses the stages, so saving at
+// arbitrary times never shortens a step.
+//
+// The numbers are the published tableau (OrdinaryDiffEq.jl lists them to 80 digits; these are
+// their nearest doubles).
+#pragma once
+
+#include "shoal/config.hpp"
+
+namespace shoal {
+namespace ode {
+
+struct Tsit5Tableau {
+  static constexpr int stages = 7;
+  static constexpr int order = 5;
+  static constexpr int embedded_order = 4;
+  // Stage times c_i; c_1 = 0, c_7 = 1.
+  static constexpr double c[7] = {0.0, 0.161, 0.327, 0.9, 0.9800255409045097, 1.0, 1.0};
+  // a[i][j], i the stage (row 6 is the solution weights: FSAL).
+  static constexpr double a[7][6] = {
+      {0, 0, 0, 0, 0, 0},
+      {0.161, 0, 0, 0, 0, 0},
+      {-0.008480655492356989, 0.335480655492357, 0, 0, 0, 0},
+      {2.8971530571054935, -6.359448489975075, 4.3622954328695815, 0, 0, 0},
+      {5.325864828439257, -11.748883564062828, 7.4955393428898365, -0.09249506636175525, 0, 0},
+      {5.86145544294642, -12.92096931784711, 8.159367898576159, -0.071584973281401,
+       -0.028269050394068383, 0},
+      {0.09646076681806523, 0.01, 0.4798896504144996, 1.379008574103742, -3.290069515436081,
+       2.324710524099774},
+  };
+  // Solution weights b (order 5) = a[6][:], b_7 = 0.
+  static constexpr double b[7] = {0.09646076681806523, 0.01, 0.4798896504144996,
+                                  1.379008574103742, -3.290069515436081, 2.324710524099774, 0.0};
+  // Embedded weights (order 4).
+  static constexpr double b_hat[7] = {0.09468075576583945, 0.009183565540343254,
+                                      0.4877705284247616,  1.234297566930479,
+                                      -2.7077123499835256, 1.866628418170587,
+                                      0.015151515151515152};
+  // Error weights b - b_hat, rounded from the exact difference rather than subtracted in double.
+  static constexpr double e[7] = {0.00178001105222577714, 0.0008164344596567469,
+                                  -0.007880878010261995,  0.1447110071732629,
+                                  -0.5823571654525552,    0.45808210592918697,
+                                  -0.015151515151515152};
+  // Dense output: b_i(θ) = r[i][0] θ + r[i][1] θ² + r[i][2] θ³ + r[i][3] θ⁴.
+  static constexpr double r[7][4] = {
+      {1.0, -2.763706197274826, 2.9132554618219126, -1.0530884977290216},
+      {0.0, 0.13169999999999998, -0.2234, 0.1017},
+      {0.0, 3.9302962368947516, -5.941033872131505, 2.490627285651253},
+      {0.0, -12.411077166933676, 30.33818863028232, -16.548102889244902},
+      {0.0, 37.50931341651104, -88.1789048947664, 47.37952196281928},
+      {0.0, -27.896526289197286, 65.09189467479366, -34.87065786149661},
+      {0.0, 1.5, -4.0, 2.5},
+  };
+};
+
+// One trajectory's Tsit5 working storage and step. `k[0]` holds f(t, y) on entry to step() (FSAL).
+template <class Model, class T>
+struct Tsit5 {
+  using Tab = Tsit5Tableau;
+  static constexpr int n = Model::n_vars;
+  static constexpr int error_order = Tab::embedded_order + 1;
+
+  T k[Tab::stages][n];
+
+  // Called once at the initial point, and again if the state is modified between steps.
+  SHOAL_HD void init(const T* y, T t, const T* p) { Model::template rhs<T>(y, t, p, k[0]); }
+
+  // Attempts a step of size h from (t, y): writes the candidate y_new and the error estimate err
+  // (already scaled by h). Stage 7 is f(t + h, y_new), kept for FSAL on acceptance.
+  SHOAL_HD void step(const T* y, T t, T h, const T* p, T* y_new, T* err) {
+    T tmp[n];
+    for (int s = 1; s < Tab::stages; ++s) {
+      for (int i = 0; i < n; ++i) {
+        T acc = T(0);
+        for (int j = 0; j < s; ++j) acc += T(Tab::a[s][j]) * k[j][i];
+        tmp[i] = y[i] + h * acc;
+      }
+      // The last stage's point is the solution itself; evaluate it at exactly t + h so the final
+      // step's FSAL derivative is taken at the final time.
+      const T ts = (s == Tab::stages - 1) ? t + h : t + T(Tab::c[s]) * h;
+      Model::template rhs<T>(tmp, ts, p, k[s]);
+      if (s == Tab::stages - 1) {
+        for (int i = 0; i < n; ++i) y_new[i] = tmp[i];
+      }
+    }
+    for (int i = 0; i < n; ++i) {
+      T acc = T(0);
+      for (int s = 0; s < Tab::stages; ++s) acc += T(Tab::e[s]) * k[s][i];
+      err[i] = h * acc;
+    }
+  }
+
+  // The accepted step's derivative at its end becomes the next step's first stage.
+  SHOAL_HD void accept() {
+    for (int i = 0; i < n; ++i) k[0][i] = k[Tab::stages - 1][i];
+  }
+
+  // Dense output inside the last attempted step: y(t + θh) from its start y, 0 ≤ θ ≤ 1.
+  SHOAL_HD void interpolate(const T* y, T h, T theta, T* out) const {
+    T bt[Tab::stages];
+    for (int s = 0; s < Tab::stages; ++s) {
+      bt[s] = theta * (T(Tab::r[s][0]) +
+                       theta * (T(Tab::r[s][1]) + theta * (T(Tab::r[s][2]) + theta * T(Tab::r[s][3]))));
+    }
+    for (int i = 0; i < n; ++i) {
+      T acc = T(0);
+      for (int s = 0; s < Tab::stages; ++s) acc += bt[s] * k[s][i];
+      out[i] = y[i] + h * acc;
+    }
+  }
+};
+
+}  // namespace ode
+}  // namespace shoal
