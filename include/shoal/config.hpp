@@ -13,6 +13,13 @@
 
 #define SHOAL_INLINE SHOAL_HD inline
 
+// Constant tables emitted by the code generator (large constant matrices).
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define SHOAL_TABLE __device__ static const
+#else
+#define SHOAL_TABLE static const
+#endif
+
 #ifndef __CUDACC_RTC__
 #include <cstdint>
 #endif

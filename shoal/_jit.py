@@ -1,0 +1,139 @@
+"""Host JIT: compile generated C++ into a shared library, once, through a disk cache.
+
+Cache directory: ``$SHOAL_CACHE_DIR``, else ``$XDG_CACHE_HOME/shoal``, else ``~/.cache/shoal``
+(created with mode 0700). An entry's key hashes the source, the compiler's identity and version,
+the flags, shoal's version and its core headers, so a change to any of them compiles afresh.
+Concurrent processes take a file lock so each entry is compiled once; the library is written
+under a temporary name and renamed into place atomically. Every library embeds its own key and is
+checked for it before use, so a truncated or foreign file is rebuilt rather than trusted.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+# Never -ffast-math: step rejection depends on NaN and Inf propagating. -ffp-contract=off keeps
+# a*b+c as two roundings on every compiler, so results do not depend on which one was found.
+CXX_FLAGS = ("-O3", "-std=c++17", "-fPIC", "-shared", "-fno-math-errno", "-ffp-contract=off",
+             "-fvisibility=hidden")
+
+
+class CompileError(RuntimeError):
+    """The C++ compiler rejected generated source (the message names the source file)."""
+
+
+def include_dir() -> Path:
+    """The core headers: installed inside the package, or in the source checkout."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "include", here.parent / "include"):
+        if (candidate / "shoal" / "config.hpp").is_file():
+            return candidate
+    raise RuntimeError(f"shoal's C++ headers were not found next to {here}")
+
+
+def cache_dir() -> Path:
+    if os.environ.get("SHOAL_CACHE_DIR"):
+        path = Path(os.environ["SHOAL_CACHE_DIR"])
+    elif os.environ.get("XDG_CACHE_HOME"):
+        path = Path(os.environ["XDG_CACHE_HOME"]) / "shoal"
+    else:
+        path = Path.home() / ".cache" / "shoal"
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return path
+
+
+@functools.lru_cache(maxsize=1)
+def find_compiler() -> tuple[str, str]:
+    """(path, identity): $CXX, then c++, g++, clang++; identity is its --version banner."""
+    candidates = [os.environ["CXX"]] if os.environ.get("CXX") else []
+    candidates += ["c++", "g++", "clang++"]
+    for name in candidates:
+        exe = shutil.which(name)
+        if exe is None:
+            continue
+        try:
+            banner = subprocess.run([exe, "--version"], capture_output=True, text=True,
+                                    timeout=60, check=True).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            continue
+        return exe, banner
+    raise CompileError("shoal needs a C++17 compiler to build models: set $CXX or install g++ "
+                       f"or clang++ (tried {', '.join(candidates)})")
+
+
+@functools.lru_cache(maxsize=1)
+def _headers_digest() -> str:
+    h = hashlib.sha256()
+    root = include_dir()
+    for path in sorted(root.rglob("*.hpp")):
+        h.update(str(path.relative_to(root)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def cache_key(source: str) -> str:
+    from shoal import __version__
+
+    _, identity = find_compiler()
+    h = hashlib.sha256()
+    for part in (source, identity, " ".join(CXX_FLAGS), __version__, _headers_digest()):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:32]
+
+
+_loaded: dict[str, Path] = {}
+
+
+def _valid(lib: Path, key: str) -> bool:
+    try:
+        return lib.is_file() and f"shoal-key:{key}".encode() in lib.read_bytes()
+    except OSError:
+        return False
+
+
+def compile_library(source: str) -> Path:
+    """Return the path of a shared library built from ``source`` (compiling it if needed).
+
+    The source must contain the marker ``SHOAL_CACHE_KEY`` where the key string is to be embedded
+    (as the initialiser of an exported char array).
+    """
+    key = cache_key(source)
+    if key in _loaded:
+        return _loaded[key]
+    directory = cache_dir()
+    lib = directory / f"{key}.so"
+    if not _valid(lib, key):
+        with open(directory / f"{key}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not _valid(lib, key):  # another process may have built it while we waited
+                _build(source.replace("SHOAL_CACHE_KEY", f'"shoal-key:{key}"'), directory, key)
+    _loaded[key] = lib
+    return lib
+
+
+def _build(source: str, directory: Path, key: str) -> None:
+    src = directory / f"{key}.cc"
+    src.write_text(source)
+    exe, _ = find_compiler()
+    fd, tmp = tempfile.mkstemp(prefix=f"{key}.", suffix=".so.tmp", dir=directory)
+    os.close(fd)
+    cmd = [exe, *CXX_FLAGS, f"-I{include_dir()}", str(src), "-o", tmp]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise CompileError(
+                f"compiling the generated model failed (source: {src})\n"
+                f"command: {' '.join(cmd)}\n{proc.stderr.strip()}")
+        os.chmod(tmp, 0o700)
+        os.replace(tmp, directory / f"{key}.so")
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)

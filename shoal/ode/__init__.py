@@ -1,0 +1,12 @@
+"""Ensemble ODE solvers compiled from a ``jax.numpy`` right-hand side.
+
+>>> from shoal.ode import solve
+>>> ys = solve(f, y0, t_span, params, method="tsit5")   # (N, n_save, n)
+"""
+
+from shoal.ode._codegen import ModelTraceError
+from shoal.ode._solve import solve
+from shoal.ode._status import Status
+from shoal._jit import CompileError
+
+__all__ = ["solve", "Status", "ModelTraceError", "CompileError"]

@@ -1,0 +1,84 @@
+"""The ensemble-solve primitive: compiled model + ``jax.ffi.ffi_call``.
+
+Model libraries are built per (model source, method, dtype) through the host JIT cache and loaded
+before lowering; the FFI call names the library and entry point in its attributes, so the single
+registered target serves every model. ``vmap_method="broadcast_all"`` makes a vmapped solve one
+ensemble call: batch dimensions are prepended to every operand, and the handler flattens leading
+dimensions into the ensemble axis (t_span rows are shared by consecutive trajectories).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from shoal import _jit
+from shoal.ode import _codegen, _ode_ext
+
+TARGET = "shoal_ode_solve_cpu"
+METHODS = ("tsit5",)
+
+for _name, _capsule in _ode_ext.registrations().items():
+    jax.ffi.register_ffi_target(_name, _capsule, platform="cpu")
+
+_STEPPERS = {"tsit5": ("shoal/ode/tsit5.hpp", "shoal::ode::Tsit5")}
+
+
+def library_source(model: _codegen.GeneratedModel, method: str) -> str:
+    """The complete translation unit for one (model, method, dtype)."""
+    header, stepper = _STEPPERS[method]
+    ctype = "double" if model.dtype == np.float64 else "float"
+    bits = 64 if model.dtype == np.float64 else 32
+    return "\n".join([
+        model.source,
+        '#include "shoal/ode/ensemble.hpp"',
+        f'#include "{header}"',
+        "",
+        '#define SHOAL_EXPORT extern "C" __attribute__((visibility("default"), used))',
+        "SHOAL_EXPORT const char shoal_cache_key[] = SHOAL_CACHE_KEY;",
+        "SHOAL_EXPORT int32_t shoal_abi_version() { return SHOAL_ODE_ABI_VERSION; }",
+        "SHOAL_EXPORT void shoal_model_info(int32_t* n_vars, int32_t* n_params, int32_t* bits) {",
+        "  *n_vars = shoal_generated::Model::n_vars;",
+        "  *n_params = shoal_generated::Model::n_params;",
+        f"  *bits = {bits};",
+        "}",
+        f"SHOAL_EXPORT void shoal_ode_{method}(const ShoalEnsembleArgs* a, int64_t begin, "
+        "int64_t end) {",
+        f"  shoal::ode::solve_range<{stepper}, shoal_generated::Model, {ctype}>(*a, begin, end);",
+        "}",
+        "",
+    ])
+
+
+@functools.lru_cache(maxsize=512)
+def _build(source: str, method: str) -> str:
+    path = str(_jit.compile_library(source))
+    _ode_ext.load_model(path, f"shoal_ode_{method}")
+    return path
+
+
+def compiled_model(f, n_vars: int, n_params: int, dtype, method: str) -> str:
+    """Path of the loaded library solving ``f`` with ``method`` in ``dtype``."""
+    model = _codegen.generate_model(f, n_vars, n_params, dtype)
+    return _build(library_source(model, method), method)
+
+
+def ensemble_solve(path: str, method: str, y0, params, t_span, weights, *, rtol, atol,
+                   first_step, pcoeff, icoeff, dcoeff, max_steps):
+    """ys (..., N, n_save, n) and int32 accepted/rejected/status (..., N)."""
+    n_save = t_span.shape[-1]
+    lead = y0.shape[:-1]
+    out_types = (
+        jax.ShapeDtypeStruct(lead + (n_save, y0.shape[-1]), y0.dtype),
+        jax.ShapeDtypeStruct(lead, jnp.int32),
+        jax.ShapeDtypeStruct(lead, jnp.int32),
+        jax.ShapeDtypeStruct(lead, jnp.int32),
+    )
+    call = jax.ffi.ffi_call(TARGET, out_types, vmap_method="broadcast_all")
+    return call(y0, params, t_span, weights, model_path=path, entry=f"shoal_ode_{method}",
+                rtol=np.float64(rtol), atol=np.float64(atol), first_step=np.float64(first_step),
+                pcoeff=np.float64(pcoeff), icoeff=np.float64(icoeff),
+                dcoeff=np.float64(dcoeff), max_steps=np.int64(max_steps))

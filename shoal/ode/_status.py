@@ -1,0 +1,13 @@
+"""Per-trajectory solve outcomes (mirror of include/shoal/ode/status.hpp)."""
+
+import enum
+
+
+class Status(enum.IntEnum):
+    """Why a trajectory stopped. Saves after a failure are NaN."""
+
+    SUCCESS = 0
+    MAX_STEPS_REACHED = 1
+    STEP_SIZE_UNDERFLOW = 2
+    NON_FINITE = 3
+    INVALID_INPUT = 4
