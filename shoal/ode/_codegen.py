@@ -70,6 +70,18 @@ class GeneratedModel:
     dtype: np.dtype
 
 
+def _eager():
+    """A context where binding primitives on concrete arrays computes values now.
+
+    The code generator folds constants and moves element ids with JAX itself, and it may run while
+    an outer jit/vmap is tracing the user's program; those traces must not capture these binds.
+    ``jax.ensure_compile_time_eval`` does not escape an enclosing vmap, the eval trace does.
+    """
+    from jax._src import core as _core  # no public equivalent (jax 0.10)
+
+    return _core.eval_context()
+
+
 def _where(eqn) -> str:
     try:
         from jax._src import source_info_util
@@ -225,7 +237,7 @@ class _Translator:
     def fold(self, eqn, ins):
         """Evaluate an equation with constant inputs using JAX itself."""
         try:
-            with jax.ensure_compile_time_eval():
+            with _eager():
                 out = eqn.primitive.bind(*[jnp.asarray(s.const_value()) for s in ins],
                                          **eqn.params)
         except Exception:  # noqa: BLE001 - fall back to symbolic translation
@@ -261,7 +273,7 @@ class _Translator:
         if "fill_value" in params:
             params["fill_value"] = -1
         try:
-            with jax.ensure_compile_time_eval():
+            with _eager():
                 out = eqn.primitive.bind(*bound, **params)
         except Exception as err:  # noqa: BLE001
             raise NotImplementedError(
@@ -520,7 +532,7 @@ def generate_model(f, n_vars: int, n_params: int, dtype) -> GeneratedModel:
         f"  static constexpr int n_params = {n_params};",
         "  template <class T>",
         "  SHOAL_HD static void rhs(const T* y, const T& t, const T* p, T* dy) {",
-        "    using namespace shoal::math;",
+        "    SHOAL_MATH_USING;",
         "    (void)y; (void)t; (void)p;",
         *(indent + line for line in body),
         "  }",
