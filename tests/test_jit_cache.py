@@ -1,0 +1,118 @@
+"""The host JIT cache: location, keys, one compile per entry across processes, corrupt entries
+rebuilt, compiler errors shown with the generated source's path."""
+
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+
+import pytest
+
+from shoal import _jit
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _source(tag: str, body: str = "return 42;") -> str:
+    return textwrap.dedent(f"""
+        // {tag}
+        extern "C" __attribute__((visibility("default"), used))
+        const char shoal_cache_key[] = SHOAL_CACHE_KEY;
+        extern "C" __attribute__((visibility("default"))) int answer() {{ {body} }}
+    """)
+
+
+@pytest.fixture
+def fresh_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("SHOAL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(_jit, "_loaded", {})
+    return tmp_path / "cache"
+
+
+def test_cache_dir_precedence(tmp_path, monkeypatch):
+    monkeypatch.delenv("SHOAL_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert _jit.cache_dir() == tmp_path / "xdg" / "shoal"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert _jit.cache_dir() == tmp_path / "home" / ".cache" / "shoal"
+    monkeypatch.setenv("SHOAL_CACHE_DIR", str(tmp_path / "explicit"))
+    path = _jit.cache_dir()
+    assert path == tmp_path / "explicit"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o700
+
+
+def test_flags_never_include_fast_math():
+    assert not any("fast-math" in flag or flag == "-Ofast" for flag in _jit.CXX_FLAGS)
+
+
+def test_key_depends_on_source_and_library_is_reused(fresh_cache):
+    src = _source(uuid.uuid4().hex)
+    assert _jit.cache_key(src) == _jit.cache_key(src)
+    assert _jit.cache_key(src) != _jit.cache_key(src + " ")
+    lib = _jit.compile_library(src)
+    mtime = lib.stat().st_mtime_ns
+    _jit._loaded.clear()
+    assert _jit.compile_library(src) == lib
+    assert lib.stat().st_mtime_ns == mtime  # found valid on disk, not rebuilt
+    import ctypes
+
+    assert ctypes.CDLL(str(lib)).answer() == 42
+
+
+def test_corrupt_entry_is_rebuilt(fresh_cache):
+    src = _source(uuid.uuid4().hex)
+    lib = _jit.compile_library(src)
+    lib.write_bytes(b"not an ELF file")
+    _jit._loaded.clear()
+    again = _jit.compile_library(src)
+    assert again == lib
+    assert f"shoal-key:{_jit.cache_key(src)}".encode() in lib.read_bytes()
+
+
+def test_compile_error_names_the_generated_source(fresh_cache):
+    src = _source(uuid.uuid4().hex, body="return this_is_not_declared;")
+    with pytest.raises(_jit.CompileError) as info:
+        _jit.compile_library(src)
+    message = str(info.value)
+    assert "this_is_not_declared" in message
+    path = Path(message.split("source: ")[1].split(")")[0])
+    assert path.is_file() and "this_is_not_declared" in path.read_text()
+    assert not list(fresh_cache.glob("*.so"))  # nothing half-written is left as an entry
+
+
+def test_compiler_fallback_when_cxx_is_missing(monkeypatch):
+    monkeypatch.setenv("CXX", "/nonexistent/compiler")
+    _jit.find_compiler.cache_clear()
+    try:
+        exe, banner = _jit.find_compiler()
+        assert Path(exe).name in ("c++", "g++", "clang++") and banner
+    finally:
+        _jit.find_compiler.cache_clear()
+
+
+def test_concurrent_processes_compile_once(tmp_path):
+    log = tmp_path / "compiles.log"
+    wrapper = tmp_path / "cxx"
+    wrapper.write_text(textwrap.dedent(f"""\
+        #!/bin/sh
+        case "$*" in *--version*) ;; *) echo compile >> {log} ;; esac
+        exec c++ "$@"
+        """))
+    wrapper.chmod(0o755)
+    src = _source(uuid.uuid4().hex)
+    script = textwrap.dedent(f"""
+        from shoal import _jit
+        print(_jit.compile_library({src!r}))
+    """)
+    env = dict(os.environ, CXX=str(wrapper), SHOAL_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=str(ROOT))
+    procs = [subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE,
+                              text=True) for _ in range(3)]
+    outs = [p.communicate(timeout=300)[0].strip() for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    assert len(set(outs)) == 1
+    assert log.read_text().count("compile") == 1
