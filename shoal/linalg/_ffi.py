@@ -1,0 +1,70 @@
+"""The compiled kernels: LAPACK pointers from SciPy, FFI target registration, the ffi_call."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import jax
+import jax.numpy as jnp
+
+try:
+    from shoal.linalg import _linalg_ext
+except ImportError as exc:  # pragma: no cover - depends on the build
+    _linalg_ext = None
+    IMPORT_ERROR: ImportError | None = exc
+else:
+    IMPORT_ERROR = None
+
+_registered = False
+
+# Status codes written by the kernel (besides LAPACK's own info).
+NON_FINITE_INPUT = -1000
+
+
+def available() -> bool:
+    """True when the compiled extension is importable."""
+    return _linalg_ext is not None
+
+
+def _register() -> None:
+    global _registered
+    if _registered:
+        return
+    if _linalg_ext is None:
+        raise RuntimeError(
+            "shoal.linalg: the compiled extension _linalg_ext is not available "
+            f"({IMPORT_ERROR}); build it (make build) or pass method='jax'"
+        )
+    from scipy.linalg import cython_lapack
+
+    capi = cython_lapack.__pyx_capi__
+    for name in _linalg_ext.lapack_names():
+        _linalg_ext.set_lapack(name, capi[name])
+    for name, capsule in _linalg_ext.registrations().items():
+        jax.ffi.register_ffi_target(name, capsule, platform="cpu")
+    _registered = True
+
+
+def kernel_eigh(a, b, *, itype: int, vectors: bool, subset: int, il: int, iu: int,
+                vl: float, vu: float, m: int):
+    """One batched kernel call. ``a``/``b``: (..., n, n) Hermitian, same shape and dtype.
+
+    Returns ``(w, v, info)``: w (..., m) real, v (..., n, m) or None, info (...,) int32.
+    """
+    _register()
+    batch, n = a.shape[:-2], a.shape[-1]
+    real = jnp.finfo(a.dtype).dtype
+    out = [
+        jax.ShapeDtypeStruct(batch + (m,), real),
+        jax.ShapeDtypeStruct(batch + ((n, m) if vectors else (0,)), a.dtype),
+        jax.ShapeDtypeStruct(batch, np.int32),
+    ]
+    attrs = dict(vectors=bool(vectors), subset=np.int64(subset), il=np.int64(il),
+                 iu=np.int64(iu), vl=np.float64(vl), vu=np.float64(vu))
+    if b is None:
+        call = jax.ffi.ffi_call("shoal_linalg_eigh_cpu", out, vmap_method="broadcast_all")
+        w, v, info = call(a, **attrs)
+    else:
+        call = jax.ffi.ffi_call("shoal_linalg_eigh_gen_cpu", out, vmap_method="broadcast_all")
+        w, v, info = call(a, b, itype=np.int64(itype), **attrs)
+    return w, (v if vectors else None), info

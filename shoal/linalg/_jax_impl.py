@@ -1,0 +1,62 @@
+"""Pure-JAX primal: Cholesky reduction + jnp.linalg.eigh (for platforms without the extension)."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+from jax.scipy.linalg import solve_triangular
+
+from shoal.linalg._ffi import NON_FINITE_INPUT
+
+
+def _h(x):
+    return jnp.conj(jnp.swapaxes(x, -1, -2))
+
+
+def jax_eigh(a, b, *, itype: int, vectors: bool, subset: int, il: int, iu: int,
+             vl: float, vu: float, m: int):
+    """Same contract as ``_ffi.kernel_eigh``: returns (w, v or None, info)."""
+    n = a.shape[-1]
+    if b is None:
+        w, v = jnp.linalg.eigh(a, symmetrize_input=False)
+        chol_ok = jnp.ones(a.shape[:-2], bool)
+    else:
+        low = jnp.linalg.cholesky(b, symmetrize_input=False)
+        chol_ok = jnp.all(jnp.isfinite(low), axis=(-2, -1))
+        if itype == 1:
+            # C = L⁻¹ A L⁻ᴴ
+            x = solve_triangular(low, a, lower=True)
+            c = _h(solve_triangular(low, _h(x), lower=True))
+        else:
+            c = _h(low) @ a @ low
+        c = 0.5 * (c + _h(c))
+        w, u = jnp.linalg.eigh(c, symmetrize_input=False)
+        if itype == 3:
+            v = low @ u
+        else:
+            v = solve_triangular(_h(low), u, lower=False)
+    finite_in = jnp.all(jnp.isfinite(a), axis=(-2, -1))
+    if b is not None:
+        finite_in &= jnp.all(jnp.isfinite(b), axis=(-2, -1))
+    ok_out = jnp.all(jnp.isfinite(w), axis=-1)
+    info = jnp.where(
+        ~finite_in, NON_FINITE_INPUT,
+        jnp.where(~chol_ok, n + 1, jnp.where(ok_out, 0, 1))).astype(jnp.int32)
+    if subset == 1:
+        w = w[..., il:iu + 1]
+        v = v[..., il:iu + 1]
+    elif subset == 2:
+        inside = (w > vl) & (w <= vu)
+        first = jnp.sum(w <= vl, axis=-1, keepdims=True)
+        count = jnp.sum(inside, axis=-1, keepdims=True)
+        idx = jnp.arange(n)
+        take = jnp.clip(first + idx, 0, n - 1)
+        keep = idx < count
+        w = jnp.where(keep, jnp.take_along_axis(w, take, axis=-1), jnp.nan)
+        v = jnp.take_along_axis(v, jnp.broadcast_to(take[..., None, :], v.shape), axis=-1)
+        v = jnp.where(keep[..., None, :], v, 0)
+    bad = info != 0
+    w = jnp.where(bad[..., None], jnp.nan, w)
+    if not vectors:
+        return w, None, info
+    v = jnp.where(bad[..., None, None], jnp.nan, v)
+    return w, v, info

@@ -1,0 +1,64 @@
+// One dense (generalized) symmetric/Hermitian eigenproblem at a time, through LAPACK.
+//
+// Layout: inputs arrive row-major and Hermitian (the Python layer has already mirrored the named
+// triangle). Read column-major, such a matrix is its own conjugate, so LAPACK solves
+// conj(A) z = λ conj(B) z; the eigenvectors we want are conj(z). The copy-out therefore
+// transposes and conjugates, which also turns LAPACK's column-major Z into our row-major V.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "lapack.hpp"
+
+namespace shoal::linalg {
+
+enum class Subset : int64_t { kAll = 0, kByIndex = 1, kByValue = 2 };
+
+struct EighProblem {
+  int64_t n = 0;            // matrix order
+  int64_t m = 0;            // eigenpairs returned: length of w, columns of v
+  bool generalized = false;
+  int64_t itype = 1;        // 1: A v = λ B v, 2: A B v = λ v, 3: B A v = λ v
+  bool vectors = true;      // jobz = 'V' (else 'N': eigenvalues only)
+  Subset subset = Subset::kAll;
+  int64_t il = 0, iu = -1;  // 0-based, inclusive (kByIndex)
+  double vl = 0, vu = 0;    // half-open (vl, vu] (kByValue)
+};
+
+// Status of one batch element: 0 success, kNonFiniteInput for NaN/Inf input, otherwise LAPACK's
+// info (interpreted in Python with the routine and n at hand).
+inline constexpr int32_t kNonFiniteInput = -1000;
+
+// Scratch memory and LAPACK workspace for one thread; sized once (with LAPACK's workspace
+// queries), reused for every batch element that thread solves.
+template <typename T>
+class EighWorkspace {
+ public:
+  using R = Real<T>;
+  // May throw std::bad_alloc or std::length_error (workspace beyond 32-bit LAPACK integers).
+  explicit EighWorkspace(const EighProblem& p);
+
+  // a, b: row-major n×n (b ignored for the standard problem). w: m values (NaN padding for a
+  // by-value subset with fewer than m eigenvalues in range). v: row-major n×m, or nullptr when
+  // !vectors. Returns the status code described above; on failure w and v are NaN.
+  int32_t solve(const T* a, const T* b, R* w, T* v);
+
+ private:
+  void query();
+  int32_t run_lapack(lapack_int* found);
+
+  EighProblem p_;
+  lapack_int n_;
+  std::vector<T> a_, b_, z_, work_;
+  std::vector<R> w_, rwork_;
+  std::vector<lapack_int> iwork_, isuppz_, ifail_;
+  lapack_int lwork_ = 1, lrwork_ = 1, liwork_ = 1;
+};
+
+extern template class EighWorkspace<float>;
+extern template class EighWorkspace<double>;
+extern template class EighWorkspace<std::complex<float>>;
+extern template class EighWorkspace<std::complex<double>>;
+
+}  // namespace shoal::linalg

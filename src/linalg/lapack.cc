@@ -1,0 +1,80 @@
+#include "lapack.hpp"
+
+#include <complex>
+
+namespace shoal::linalg {
+namespace {
+
+constexpr const char* kNames[] = {
+    "ssyevd", "dsyevd", "cheevd", "zheevd", "ssygvd", "dsygvd", "chegvd", "zhegvd",
+    "ssyevr", "dsyevr", "cheevr", "zheevr", "ssygvx", "dsygvx", "chegvx", "zhegvx",
+};
+
+template <typename T>
+bool assign(char kind, void* fn) {
+  using F = LapackFns<T>;
+  switch (kind) {
+    case 'd':  // ?syevd / ?heevd
+      F::syevd = reinterpret_cast<typename F::Syevd*>(fn);
+      return true;
+    case 'g':  // ?sygvd / ?hegvd
+      F::sygvd = reinterpret_cast<typename F::Sygvd*>(fn);
+      return true;
+    case 'r':  // ?syevr / ?heevr
+      F::syevr = reinterpret_cast<typename F::Syevr*>(fn);
+      return true;
+    case 'x':  // ?sygvx / ?hegvx
+      F::sygvx = reinterpret_cast<typename F::Sygvx*>(fn);
+      return true;
+  }
+  return false;
+}
+
+template <typename T>
+bool all_set() {
+  using F = LapackFns<T>;
+  return F::syevd && F::sygvd && F::syevr && F::sygvx;
+}
+
+}  // namespace
+
+bool set_lapack_function(const std::string& name, void* fn) {
+  if (name.size() != 6 || fn == nullptr) return false;
+  char kind;
+  const std::string tail = name.substr(1);
+  if (tail == "syevd" || tail == "heevd") {
+    kind = 'd';
+  } else if (tail == "sygvd" || tail == "hegvd") {
+    kind = 'g';
+  } else if (tail == "syevr" || tail == "heevr") {
+    kind = 'r';
+  } else if (tail == "sygvx" || tail == "hegvx") {
+    kind = 'x';
+  } else {
+    return false;
+  }
+  const bool hermitian = tail[0] == 'h';
+  switch (name[0]) {
+    case 's':
+      return !hermitian && assign<float>(kind, fn);
+    case 'd':
+      return !hermitian && assign<double>(kind, fn);
+    case 'c':
+      return hermitian && assign<std::complex<float>>(kind, fn);
+    case 'z':
+      return hermitian && assign<std::complex<double>>(kind, fn);
+  }
+  return false;
+}
+
+const char* const* lapack_function_names(int* count) {
+  *count = static_cast<int>(sizeof(kNames) / sizeof(kNames[0]));
+  return kNames;
+}
+
+bool lapack_ready() {
+  return all_set<float>() && all_set<double>() && all_set<std::complex<float>>() &&
+         all_set<std::complex<double>>();
+}
+
+}  // namespace shoal::linalg
