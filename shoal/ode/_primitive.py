@@ -10,6 +10,7 @@ dimensions into the ensemble axis (t_span rows are shared by consecutive traject
 from __future__ import annotations
 
 import functools
+import weakref
 
 import jax
 import jax.numpy as jnp
@@ -60,22 +61,47 @@ def _build(source: str, method: str) -> str:
     return path
 
 
+# f -> {(n_vars, n_params, dtype, method): path}. Like jax.jit, a function is traced once per
+# signature: it is keyed by identity, so rebinding a global it reads is not seen afterwards.
+_traced: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def compiled_model(f, n_vars: int, n_params: int, dtype, method: str) -> str:
     """Path of the loaded library solving ``f`` with ``method`` in ``dtype``."""
-    model = _codegen.generate_model(f, n_vars, n_params, dtype)
-    return _build(library_source(model, method), method)
+    signature = (n_vars, n_params, np.dtype(dtype).name, method)
+    try:
+        per_f = _traced.setdefault(f, {})
+    except TypeError:  # not weak-referenceable: trace every time
+        per_f = {}
+    if signature not in per_f:
+        model = _codegen.generate_model(f, n_vars, n_params, dtype)
+        per_f[signature] = _build(library_source(model, method), method)
+    return per_f[signature]
 
 
-def ensemble_solve(path: str, method: str, y0, params, t_span, weights, *, rtol, atol,
-                   first_step, pcoeff, icoeff, dcoeff, max_steps):
-    """ys (..., N, n_save, n) and int32 accepted/rejected/status (..., N)."""
+@functools.partial(jax.jit, static_argnames=("n_traj", "path", "method", "rtol", "atol",
+                                             "first_step", "pcoeff", "icoeff", "dcoeff",
+                                             "max_steps"))
+def ensemble_solve(y0, params, t_span, weights, *, n_traj: int, path: str, method: str, rtol,
+                   atol, first_step, pcoeff, icoeff, dcoeff, max_steps):
+    """ys (N, n_save, n) and int32 accepted/rejected/status (N,), N = n_traj.
+
+    y0 (n,) or (N|1, n), params (n_p,) or (N|1, n_p), weights None or (n,) or (N|1, n) are
+    broadcast to the ensemble here, inside one jit, so an eager solve is a single dispatch.
+    """
+    def ensemble(x):  # (k,) or (N|1, k) -> (N, k); explicit rows, since k may be 0
+        return jnp.broadcast_to(x.reshape(x.shape[0] if x.ndim == 2 else 1, x.shape[-1]),
+                                (n_traj, x.shape[-1]))
+
+    n = y0.shape[-1]
+    y0, params = ensemble(y0), ensemble(params)
+    weights = jnp.ones((n_traj, n), y0.dtype) if weights is None else ensemble(weights)
     n_save = t_span.shape[-1]
-    lead = y0.shape[:-1]
     out_types = (
-        jax.ShapeDtypeStruct(lead + (n_save, y0.shape[-1]), y0.dtype),
-        jax.ShapeDtypeStruct(lead, jnp.int32),
-        jax.ShapeDtypeStruct(lead, jnp.int32),
-        jax.ShapeDtypeStruct(lead, jnp.int32),
+        jax.ShapeDtypeStruct((n_traj, n_save, n), y0.dtype),
+        jax.ShapeDtypeStruct((n_traj,), jnp.int32),
+        jax.ShapeDtypeStruct((n_traj,), jnp.int32),
+        jax.ShapeDtypeStruct((n_traj,), jnp.int32),
     )
     call = jax.ffi.ffi_call(TARGET, out_types, vmap_method="broadcast_all")
     return call(y0, params, t_span, weights, model_path=path, entry=f"shoal_ode_{method}",

@@ -127,12 +127,9 @@ def solve(f, y0, t_span, params=None, *, method="tsit5", rtol=1e-8, atol=1e-10, 
         raise ValueError(f"y0 {y0.shape} and params {params.shape} have different ensemble "
                          f"sizes ({n_y} and {n_p}); each must be N or 1")
     N = max(n_y, n_p)
-    y0_b = jnp.broadcast_to(y0.reshape(-1, n), (N, n))
-    params_b = jnp.broadcast_to(params.reshape(n_p, -1), (N, params.shape[-1]))
 
-    if error_weights is None:
-        weights = jnp.ones((N, n), dtype)
-    else:
+    weights = None
+    if error_weights is not None:
         weights = _as_float_array("error_weights", error_weights, dtype)
         if weights.shape not in ((n,), (N, n), (1, n)):
             raise ValueError(f"error_weights must have shape ({n},) or ({N}, {n}); got "
@@ -140,11 +137,10 @@ def solve(f, y0, t_span, params=None, *, method="tsit5", rtol=1e-8, atol=1e-10, 
         w_values = _concrete(weights)
         if w_values is not None and not np.all((w_values >= 0) & np.isfinite(w_values)):
             raise ValueError("error_weights must be finite and >= 0")
-        weights = jnp.broadcast_to(weights.reshape(-1, n), (N, n))
 
     path = _primitive.compiled_model(f, n, params.shape[-1], dtype, method)
     ys, accepted, rejected, status = _primitive.ensemble_solve(
-        path, method, y0_b, params_b, t_span, weights, rtol=rtol, atol=atol,
+        y0, params, t_span, weights, n_traj=N, path=path, method=method, rtol=rtol, atol=atol,
         first_step=-1.0 if first_step is None else first_step, max_steps=max_steps, **gains)
     if return_stats:
         return ys, {"accepted": accepted, "rejected": rejected, "status": status}
