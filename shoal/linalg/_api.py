@@ -115,8 +115,8 @@ def _raise_on_failure(info, batch_shape, n: int, generalized: bool) -> None:
     if bad.size == 0:
         return
     first = int(bad[0])
-    where = (f" at batch index {np.unravel_index(first, batch_shape)}"
-             if batch_shape else "")
+    index = tuple(int(i) for i in np.unravel_index(first, batch_shape))
+    where = f" at batch index {index}" if batch_shape else ""
     msg = _reason(int(info.reshape(-1)[first]), n, generalized)
     more = f" ({bad.size} of {info.size} batch elements failed)" if info.size > 1 else ""
     raise np.linalg.LinAlgError(f"shoal.linalg.eigh{where}: {msg}{more}")
