@@ -62,7 +62,9 @@ def main(argv=None) -> None:
           f"({warm / n * 1e6:.1f} us per trajectory)")
     print(f"  accepted steps per trajectory: min {steps.min()}, median {int(np.median(steps))}, "
           f"max {steps.max()}; rejected total {int(np.asarray(stats['rejected']).sum())}")
-    print(f"  statuses: {', '.join(f'{Status(s).name}={int(c)}' for s, c in zip(*np.unique(status, return_counts=True), strict=True))}")
+    codes, counts = np.unique(status, return_counts=True)
+    summary = ", ".join(f"{Status(s).name}={int(c)}" for s, c in zip(codes, counts, strict=True))
+    print(f"  statuses: {summary}")
     print(f"  max relative deviation from SciPy DOP853 (rtol 1e-12), 5 trajectories with "
           f"rho <= 20 (not chaotic), all saves: {worst:.2e}")
 

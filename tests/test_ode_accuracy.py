@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
-from ode_problems import decay, lorenz, oscillator
 from shoal.ode import Status, solve
+
+from ode_problems import decay, lorenz, oscillator
 
 
 def test_exponential_decay_matches_closed_form():

@@ -6,8 +6,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ode_problems import blow_up, decay, lorenz, sqrt_domain
 from shoal.ode import Status, solve
+
+from ode_problems import blow_up, decay, lorenz, sqrt_domain
 
 T = jnp.array([0.0, 0.5, 2.0])
 

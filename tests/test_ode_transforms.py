@@ -4,8 +4,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ode_problems import lorenz
 from shoal.ode import solve
+
+from ode_problems import lorenz
 
 T = jnp.linspace(0.0, 1.0, 6)
 Y0 = jnp.array([1.0, 0.0, 0.0])

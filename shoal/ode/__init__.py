@@ -4,9 +4,9 @@
 >>> ys = solve(f, y0, t_span, params, method="tsit5")   # (N, n_save, n)
 """
 
+from shoal._jit import CompileError
 from shoal.ode._codegen import ModelTraceError
 from shoal.ode._solve import solve
 from shoal.ode._status import Status
-from shoal._jit import CompileError
 
 __all__ = ["solve", "Status", "ModelTraceError", "CompileError"]
