@@ -94,9 +94,10 @@ int main() {
   const double* last = &ys[(n_traj - 1) * n_save * 3];
   for (int i = 0; i < n_save * 3; ++i) worst = std::max(worst, std::abs(last[i] - ref[i]));
 
-  std::printf("Lorenz ensemble: %lld trajectories on %d threads, %lld accepted steps, "
-              "%d failures\n",
-              static_cast<long long>(n_traj), threads, static_cast<long long>(steps), failures);
+  std::printf(
+      "Lorenz ensemble: %lld trajectories on %d threads, %lld accepted steps, "
+      "%d failures\n",
+      static_cast<long long>(n_traj), threads, static_cast<long long>(steps), failures);
   std::printf("rho = 21 final state (%.6f, %.6f, %.6f), max deviation from rtol=1e-13: %.2e\n",
               last[3 * (n_save - 1)], last[3 * (n_save - 1) + 1], last[3 * (n_save - 1) + 2],
               worst);

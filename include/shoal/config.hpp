@@ -1,7 +1,8 @@
 // Build-environment facts shared by every core header.
 //
-// The core headers compile unchanged under g++/clang (host), nvcc and NVRTC (device). Every function
-// a kernel may call is marked SHOAL_HD; nothing here throws, allocates or uses std:: containers.
+// The core headers compile unchanged under g++/clang (host), nvcc and NVRTC (device). Every
+// function a kernel may call is marked SHOAL_HD; nothing here throws, allocates or uses std::
+// containers.
 #pragma once
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)

@@ -42,7 +42,9 @@ bool load_model(const std::string& path, const std::string& entry, LoadedModel* 
   auto solve = reinterpret_cast<SolveRangeFn>(dlsym(handle, entry.c_str()));
   if (!abi || !info || !solve) {
     *error = "shoal: compiled model '" + path + "' lacks the symbol '" +
-             (!abi ? "shoal_abi_version" : !info ? "shoal_model_info" : entry) +
+             (!abi    ? "shoal_abi_version"
+              : !info ? "shoal_model_info"
+                      : entry) +
              "'; delete it from the cache so it is rebuilt";
     return false;
   }

@@ -113,8 +113,7 @@ ffi::Error solve_guarded(ffi::AnyBuffer y0, ffi::AnyBuffer params, ffi::AnyBuffe
                          std::string_view entry, double rtol, double atol, double first_step,
                          double pcoeff, double icoeff, double dcoeff, int64_t max_steps,
                          ffi::Result<ffi::AnyBuffer> ys, ffi::Result<ffi::AnyBuffer> accepted,
-                         ffi::Result<ffi::AnyBuffer> rejected,
-                         ffi::Result<ffi::AnyBuffer> status) {
+                         ffi::Result<ffi::AnyBuffer> rejected, ffi::Result<ffi::AnyBuffer> status) {
   // No C++ exception may cross into XLA.
   try {
     return solve_impl(y0, params, t_span, weights, model_path, entry, rtol, atol, first_step,

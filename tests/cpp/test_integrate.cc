@@ -159,9 +159,9 @@ TEST(Integrate, ZeroWeightDropsAComponentFromControl) {
   double out[4];
   IntegrateStats with, without;
   shoal::ode::integrate<shoal::ode::Tsit5, FastSecond, double>(y0, nullptr, t_span, 2, all,
-                                                            options(1e-9, 1e-9), out, &with);
+                                                               options(1e-9, 1e-9), out, &with);
   shoal::ode::integrate<shoal::ode::Tsit5, FastSecond, double>(y0, nullptr, t_span, 2, first_only,
-                                                            options(1e-9, 1e-9), out, &without);
+                                                               options(1e-9, 1e-9), out, &without);
   EXPECT_LT(without.accepted, with.accepted);
   EXPECT_NEAR(out[2], std::exp(-3.0), 1e-8);
 }

@@ -60,12 +60,12 @@ Conditions order_conditions(const double* b, int max_order) {
   double one[S];
   for (double& v : one) v = 1.0;
   const double phi_gamma[17][2] = {
-      {dot(b, one), 1.0},          {dot(b, c), 1.0 / 2},        {dot(b, c2), 1.0 / 3},
-      {dot(b, Ac), 1.0 / 6},       {dot(b, c3), 1.0 / 4},       {dot(b, cAc), 1.0 / 8},
-      {dot(b, Ac2), 1.0 / 12},     {dot(b, AAc), 1.0 / 24},     {dot(b, c4), 1.0 / 5},
-      {dot(b, c2Ac), 1.0 / 10},    {dot(b, AcAc), 1.0 / 20},    {dot(b, cAc2), 1.0 / 15},
-      {dot(b, cAAc), 1.0 / 30},    {dot(b, Ac3), 1.0 / 20},     {dot(b, AcAc_mixed), 1.0 / 40},
-      {dot(b, AAc2), 1.0 / 60},    {dot(b, AAAc), 1.0 / 120},
+      {dot(b, one), 1.0},       {dot(b, c), 1.0 / 2},      {dot(b, c2), 1.0 / 3},
+      {dot(b, Ac), 1.0 / 6},    {dot(b, c3), 1.0 / 4},     {dot(b, cAc), 1.0 / 8},
+      {dot(b, Ac2), 1.0 / 12},  {dot(b, AAc), 1.0 / 24},   {dot(b, c4), 1.0 / 5},
+      {dot(b, c2Ac), 1.0 / 10}, {dot(b, AcAc), 1.0 / 20},  {dot(b, cAc2), 1.0 / 15},
+      {dot(b, cAAc), 1.0 / 30}, {dot(b, Ac3), 1.0 / 20},   {dot(b, AcAc_mixed), 1.0 / 40},
+      {dot(b, AAc2), 1.0 / 60}, {dot(b, AAAc), 1.0 / 120},
   };
   const int counts[] = {0, 1, 2, 4, 8, 17};
   Conditions out;

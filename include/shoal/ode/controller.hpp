@@ -35,8 +35,7 @@ SHOAL_HD T error_norm(int n, const T* err, const T* y, const T* y_new, const T* 
                       const ControllerOptions<T>& opt) {
   T sum = T(0);
   for (int i = 0; i < n; ++i) {
-    const T scale =
-        opt.atol + opt.rtol * math::max(math::abs(y[i]), math::abs(y_new[i]));
+    const T scale = opt.atol + opt.rtol * math::max(math::abs(y[i]), math::abs(y_new[i]));
     T e = err[i] / scale;
     if (weights) e *= weights[i];
     sum += e * e;

@@ -16,9 +16,9 @@
 extern "C" {
 
 // Layouts (row-major, T = float or double as the library was compiled for):
-//   y0      (n_traj, n_vars)         params  (n_traj, n_params)     weights (n_traj, n_vars) or null
-//   t_span  (n_traj / t_span_group, n_save): trajectory m uses row m / t_span_group
-//   ys      (n_traj, n_save, n_vars) accepted, rejected, status  (n_traj,) int32
+//   y0      (n_traj, n_vars)         params  (n_traj, n_params)     weights (n_traj, n_vars) or
+//   null t_span  (n_traj / t_span_group, n_save): trajectory m uses row m / t_span_group ys
+//   (n_traj, n_save, n_vars) accepted, rejected, status  (n_traj,) int32
 typedef struct ShoalEnsembleArgs {
   int64_t n_traj;
   int64_t t_span_group;

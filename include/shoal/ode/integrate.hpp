@@ -17,7 +17,7 @@ namespace ode {
 template <class T>
 struct IntegrateOptions {
   ControllerOptions<T> controller;
-  T first_step;  // ≤ 0 or non-finite: 1e-6 · (t_final − t_0)
+  T first_step;       // ≤ 0 or non-finite: 1e-6 · (t_final − t_0)
   int64_t max_steps;  // attempts (accepted + rejected)
 };
 
@@ -39,7 +39,8 @@ SHOAL_HD Status integrate(const T* y0, const T* p, const T* t_span, int n_save, 
   int saved = 0;  // saves written so far
   Status status = kSuccess;
   bool valid = n_save >= 1 && math::is_finite(t_span[0]);
-  for (int j = 1; valid && j < n_save; ++j) valid = math::is_finite(t_span[j]) && t_span[j] > t_span[j - 1];
+  for (int j = 1; valid && j < n_save; ++j)
+    valid = math::is_finite(t_span[j]) && t_span[j] > t_span[j - 1];
   bool finite_y0 = true;
   for (int i = 0; i < n; ++i) finite_y0 = finite_y0 && math::is_finite(y0[i]);
 

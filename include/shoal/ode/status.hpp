@@ -9,10 +9,10 @@ namespace ode {
 
 enum Status : int32_t {
   kSuccess = 0,
-  kMaxStepsReached = 1,  // accepted + rejected reached max_steps before the final time
+  kMaxStepsReached = 1,    // accepted + rejected reached max_steps before the final time
   kStepSizeUnderflow = 2,  // the controller shrank the step below the resolution of t
-  kNonFinite = 3,  // the state or every trial step went NaN/Inf
-  kInvalidInput = 4,  // t_span not strictly increasing or not finite (seen inside jit)
+  kNonFinite = 3,          // the state or every trial step went NaN/Inf
+  kInvalidInput = 4,       // t_span not strictly increasing or not finite (seen inside jit)
 };
 
 }  // namespace ode

@@ -34,18 +34,17 @@ struct Tsit5Tableau {
        2.324710524099774},
   };
   // Solution weights b (order 5) = a[6][:], b_7 = 0.
-  static constexpr double b[7] = {0.09646076681806523, 0.01, 0.4798896504144996,
-                                  1.379008574103742, -3.290069515436081, 2.324710524099774, 0.0};
+  static constexpr double b[7] = {
+      0.09646076681806523, 0.01, 0.4798896504144996, 1.379008574103742, -3.290069515436081,
+      2.324710524099774,   0.0};
   // Embedded weights (order 4).
-  static constexpr double b_hat[7] = {0.09468075576583945, 0.009183565540343254,
-                                      0.4877705284247616,  1.234297566930479,
-                                      -2.7077123499835256, 1.866628418170587,
+  static constexpr double b_hat[7] = {0.09468075576583945, 0.009183565540343254, 0.4877705284247616,
+                                      1.234297566930479,   -2.7077123499835256,  1.866628418170587,
                                       0.015151515151515152};
   // Error weights b - b_hat, rounded from the exact difference rather than subtracted in double.
-  static constexpr double e[7] = {0.00178001105222577714, 0.0008164344596567469,
-                                  -0.007880878010261995,  0.1447110071732629,
-                                  -0.5823571654525552,    0.45808210592918697,
-                                  -0.015151515151515152};
+  static constexpr double e[7] = {
+      0.00178001105222577714, 0.0008164344596567469, -0.007880878010261995, 0.1447110071732629,
+      -0.5823571654525552,    0.45808210592918697,   -0.015151515151515152};
   // Dense output: b_i(θ) = r[i][0] θ + r[i][1] θ² + r[i][2] θ³ + r[i][3] θ⁴.
   static constexpr double r[7][4] = {
       {1.0, -2.763706197274826, 2.9132554618219126, -1.0530884977290216},
@@ -104,8 +103,9 @@ struct Tsit5 {
   SHOAL_HD void interpolate(const T* y, T h, T theta, T* out) const {
     T bt[Tab::stages];
     for (int s = 0; s < Tab::stages; ++s) {
-      bt[s] = theta * (T(Tab::r[s][0]) +
-                       theta * (T(Tab::r[s][1]) + theta * (T(Tab::r[s][2]) + theta * T(Tab::r[s][3]))));
+      bt[s] =
+          theta * (T(Tab::r[s][0]) +
+                   theta * (T(Tab::r[s][1]) + theta * (T(Tab::r[s][2]) + theta * T(Tab::r[s][3]))));
     }
     for (int i = 0; i < n; ++i) {
       T acc = T(0);
