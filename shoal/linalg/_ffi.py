@@ -26,6 +26,27 @@ def available() -> bool:
     return _linalg_ext is not None
 
 
+def _openblas_local_threads_address() -> int:
+    """Address of openblas_set_num_threads_local in SciPy's OpenBLAS, or 0 if there is none."""
+    import ctypes
+    import glob
+    import os
+
+    import scipy
+
+    libs = os.path.join(os.path.dirname(os.path.dirname(scipy.__file__)), "scipy.libs")
+    for path in sorted(glob.glob(os.path.join(libs, "libscipy_openblas*.so*"))):
+        try:
+            lib = ctypes.CDLL(path)  # already loaded by SciPy: the same handle
+        except OSError:
+            continue
+        for symbol in ("openblas_set_num_threads_local", "scipy_openblas_set_num_threads_local"):
+            fn = getattr(lib, symbol, None)
+            if fn is not None:
+                return ctypes.cast(fn, ctypes.c_void_p).value or 0
+    return 0
+
+
 def _register() -> None:
     global _registered
     if _registered:
@@ -40,6 +61,7 @@ def _register() -> None:
     capi = cython_lapack.__pyx_capi__
     for name in _linalg_ext.lapack_names():
         _linalg_ext.set_lapack(name, capi[name])
+    _linalg_ext.set_blas_local_threads_function(_openblas_local_threads_address())
     for name, capsule in _linalg_ext.registrations().items():
         jax.ffi.register_ffi_target(name, capsule, platform="cpu")
     _registered = True

@@ -19,6 +19,8 @@ namespace {
 // Below this many flops (n³ per element, summed) a call runs on the calling thread: waking pool
 // threads costs more than it saves.
 constexpr double kParallelFlops = 2.0e5;
+// Matrices smaller than this are solved with single-threaded BLAS.
+constexpr int64_t kThreadedBlasOrder = 256;
 
 template <typename T>
 ffi::Error run_batch(ffi::ThreadPool& pool, const EighProblem& p, int64_t batch, const void* a_raw,
@@ -31,8 +33,15 @@ ffi::Error run_batch(ffi::ThreadPool& pool, const EighProblem& p, int64_t batch,
   const int64_t nn = p.n * p.n, nm = p.n * p.m;
   std::atomic<bool> failed{false};
   std::string failure;  // written once, by the thread that flips `failed`
+  const double flops = static_cast<double>(batch) * static_cast<double>(p.n) *
+                       static_cast<double>(p.n) * static_cast<double>(p.n);
+  const int64_t max_workers = flops < kParallelFlops ? 1 : batch;
+  // One LAPACK call per core already fills the machine; a lone small matrix gains nothing from
+  // BLAS threads either. A lone large matrix keeps the BLAS's own threading, as in SciPy.
+  const bool single_threaded_blas = max_workers > 1 || p.n < kThreadedBlasOrder;
   auto body = [&](int64_t begin, int64_t end) {
     try {
+      ScopedSingleThreadedBlas blas_guard(single_threaded_blas);
       EighWorkspace<T> ws(p);
       for (int64_t i = begin; i < end; ++i) {
         info[i] = ws.solve(a + i * nn, p.generalized ? b + i * nn : nullptr, w + i * p.m,
@@ -44,9 +53,6 @@ ffi::Error run_batch(ffi::ThreadPool& pool, const EighProblem& p, int64_t batch,
       if (!failed.exchange(true)) failure = "unknown error";
     }
   };
-  const double flops = static_cast<double>(batch) * static_cast<double>(p.n) *
-                       static_cast<double>(p.n) * static_cast<double>(p.n);
-  const int64_t max_workers = flops < kParallelFlops ? 1 : batch;
   parallel_chunks(pool, batch, max_workers, body);
   if (failed.load()) {
     return ffi::Error::Internal("shoal.linalg eigh kernel: " + failure);

@@ -1,5 +1,6 @@
 #include "lapack.hpp"
 
+#include <atomic>
 #include <complex>
 
 namespace shoal::linalg {
@@ -75,6 +76,25 @@ const char* const* lapack_function_names(int* count) {
 bool lapack_ready() {
   return all_set<float>() && all_set<double>() && all_set<std::complex<float>>() &&
          all_set<std::complex<double>>();
+}
+
+namespace {
+using SetLocalThreads = int(int);
+std::atomic<SetLocalThreads*> g_set_local_threads{nullptr};
+}  // namespace
+
+void set_blas_local_threads_function(void* fn) {
+  g_set_local_threads.store(reinterpret_cast<SetLocalThreads*>(fn));
+}
+
+ScopedSingleThreadedBlas::ScopedSingleThreadedBlas(bool enable) {
+  SetLocalThreads* fn = g_set_local_threads.load();
+  if (enable && fn != nullptr) previous_ = fn(1);
+}
+
+ScopedSingleThreadedBlas::~ScopedSingleThreadedBlas() {
+  SetLocalThreads* fn = g_set_local_threads.load();
+  if (previous_ >= 0 && fn != nullptr) fn(previous_);
 }
 
 }  // namespace shoal::linalg

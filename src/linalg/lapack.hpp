@@ -98,4 +98,22 @@ const char* const* lapack_function_names(int* count);
 // True once every routine in lapack_function_names() has a pointer.
 bool lapack_ready();
 
+// OpenBLAS's per-thread thread count, `int openblas_set_num_threads_local(int)` (OpenBLAS >= 0.3.27),
+// if the BLAS behind SciPy has it; nullptr otherwise. Batch workers that already run one LAPACK
+// call per core must not have each call fan out over the cores again: on a loaded 2-core machine
+// that oversubscription made 32×32 solves ten times slower.
+void set_blas_local_threads_function(void* fn);
+
+// Limits BLAS threads of the calling thread to one for its lifetime (no-op without the hook).
+class ScopedSingleThreadedBlas {
+ public:
+  explicit ScopedSingleThreadedBlas(bool enable);
+  ~ScopedSingleThreadedBlas();
+  ScopedSingleThreadedBlas(const ScopedSingleThreadedBlas&) = delete;
+  ScopedSingleThreadedBlas& operator=(const ScopedSingleThreadedBlas&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
 }  // namespace shoal::linalg

@@ -3,6 +3,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -36,4 +37,11 @@ NB_MODULE(_linalg_ext, m) {
       nb::arg("name"), nb::arg("capsule"),
       "Store the function pointer of a scipy.linalg.cython_lapack capsule.");
   m.def("lapack_ready", &shoal::linalg::lapack_ready);
+  m.def(
+      "set_blas_local_threads_function",
+      [](uintptr_t address) {
+        shoal::linalg::set_blas_local_threads_function(reinterpret_cast<void*>(address));
+      },
+      nb::arg("address"),
+      "Address of OpenBLAS's openblas_set_num_threads_local (0 to disable).");
 }
