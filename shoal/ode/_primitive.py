@@ -1,6 +1,6 @@
 """The ensemble-solve primitive: compiled model + ``jax.ffi.ffi_call``.
 
-Model libraries are built per (model source, method, dtype) through the host JIT cache and loaded
+Model libraries are built per (model source, stepper, dtype) through the host JIT cache and loaded
 before lowering; the FFI call names the library and entry point in its attributes, so the single
 registered target serves every model. ``vmap_method="broadcast_all"`` makes a vmapped solve one
 ensemble call: batch dimensions are prepended to every operand, and the handler flattens leading
@@ -20,17 +20,30 @@ from shoal import _jit
 from shoal.ode import _codegen, _ode_ext
 
 TARGET = "shoal_ode_solve_cpu"
-METHODS = ("tsit5",)
+METHODS = ("tsit5", "rodas5p")
+LU_PRECISIONS = ("fp64", "fp32")
 
 for _name, _capsule in _ode_ext.registrations().items():
     jax.ffi.register_ffi_target(_name, _capsule, platform="cpu")
 
-_STEPPERS = {"tsit5": ("shoal/ode/tsit5.hpp", "shoal::ode::Tsit5")}
+# Stepper variants: what one compiled entry point integrates with.
+_STEPPERS = {
+    "tsit5": ("shoal/ode/tsit5.hpp", "shoal::ode::Tsit5"),
+    "rodas5p_lu64": ("shoal/ode/rodas5p.hpp", "shoal::ode::Rodas5PLu64"),
+    "rodas5p_lu32": ("shoal/ode/rodas5p.hpp", "shoal::ode::Rodas5PLu32"),
+}
 
 
-def library_source(model: _codegen.GeneratedModel, method: str) -> str:
-    """The complete translation unit for one (model, method, dtype)."""
-    header, stepper = _STEPPERS[method]
+def stepper_variant(method: str, lu_precision: str) -> str:
+    """The compiled stepper for a method and its options."""
+    if method == "rodas5p":
+        return f"rodas5p_lu{lu_precision[2:]}"
+    return method
+
+
+def library_source(model: _codegen.GeneratedModel, stepper: str) -> str:
+    """The complete translation unit for one (model, stepper, dtype)."""
+    header, stepper_type = _STEPPERS[stepper]
     ctype = "double" if model.dtype == np.float64 else "float"
     bits = 64 if model.dtype == np.float64 else 32
     return "\n".join([
@@ -46,43 +59,44 @@ def library_source(model: _codegen.GeneratedModel, method: str) -> str:
         "  *n_params = shoal_generated::Model::n_params;",
         f"  *bits = {bits};",
         "}",
-        f"SHOAL_EXPORT void shoal_ode_{method}(const ShoalEnsembleArgs* a, int64_t begin, "
+        f"SHOAL_EXPORT void shoal_ode_{stepper}(const ShoalEnsembleArgs* a, int64_t begin, "
         "int64_t end) {",
-        f"  shoal::ode::solve_range<{stepper}, shoal_generated::Model, {ctype}>(*a, begin, end);",
+        f"  shoal::ode::solve_range<{stepper_type}, shoal_generated::Model, {ctype}>(*a, begin, "
+        "end);",
         "}",
         "",
     ])
 
 
 @functools.lru_cache(maxsize=512)
-def _build(source: str, method: str) -> str:
+def _build(source: str, stepper: str) -> str:
     path = str(_jit.compile_library(source))
-    _ode_ext.load_model(path, f"shoal_ode_{method}")
+    _ode_ext.load_model(path, f"shoal_ode_{stepper}")
     return path
 
 
-# f -> {(n_vars, n_params, dtype, method): path}. Like jax.jit, a function is traced once per
+# f -> {(n_vars, n_params, dtype, stepper): path}. Like jax.jit, a function is traced once per
 # signature: it is keyed by identity, so rebinding a global it reads is not seen afterwards.
 _traced: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def compiled_model(f, n_vars: int, n_params: int, dtype, method: str) -> str:
-    """Path of the loaded library solving ``f`` with ``method`` in ``dtype``."""
-    signature = (n_vars, n_params, np.dtype(dtype).name, method)
+def compiled_model(f, n_vars: int, n_params: int, dtype, stepper: str) -> str:
+    """Path of the loaded library solving ``f`` with ``stepper`` in ``dtype``."""
+    signature = (n_vars, n_params, np.dtype(dtype).name, stepper)
     try:
         per_f = _traced.setdefault(f, {})
     except TypeError:  # not weak-referenceable: trace every time
         per_f = {}
     if signature not in per_f:
         model = _codegen.generate_model(f, n_vars, n_params, dtype)
-        per_f[signature] = _build(library_source(model, method), method)
+        per_f[signature] = _build(library_source(model, stepper), stepper)
     return per_f[signature]
 
 
-@functools.partial(jax.jit, static_argnames=("n_traj", "path", "method", "rtol", "atol",
+@functools.partial(jax.jit, static_argnames=("n_traj", "path", "stepper", "rtol", "atol",
                                              "first_step", "pcoeff", "icoeff", "dcoeff",
                                              "max_steps"))
-def ensemble_solve(y0, params, t_span, weights, *, n_traj: int, path: str, method: str, rtol,
+def ensemble_solve(y0, params, t_span, weights, *, n_traj: int, path: str, stepper: str, rtol,
                    atol, first_step, pcoeff, icoeff, dcoeff, max_steps):
     """ys (N, n_save, n) and int32 accepted/rejected/status (N,), N = n_traj.
 
@@ -104,7 +118,7 @@ def ensemble_solve(y0, params, t_span, weights, *, n_traj: int, path: str, metho
         jax.ShapeDtypeStruct((n_traj,), jnp.int32),
     )
     call = jax.ffi.ffi_call(TARGET, out_types, vmap_method="broadcast_all")
-    return call(y0, params, t_span, weights, model_path=path, entry=f"shoal_ode_{method}",
+    return call(y0, params, t_span, weights, model_path=path, entry=f"shoal_ode_{stepper}",
                 rtol=np.float64(rtol), atol=np.float64(atol), first_step=np.float64(first_step),
                 pcoeff=np.float64(pcoeff), icoeff=np.float64(icoeff),
                 dcoeff=np.float64(dcoeff), max_steps=np.int64(max_steps))

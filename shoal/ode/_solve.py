@@ -46,7 +46,7 @@ def _as_float_array(name: str, x, dtype=None):
 
 def solve(f, y0, t_span, params=None, *, method="tsit5", rtol=1e-8, atol=1e-10, first_step=None,
           max_steps=100_000, return_stats=False, error_weights=None, pcoeff=0.0, icoeff=1.0,
-          dcoeff=0.0):
+          dcoeff=0.0, lu_precision="fp64"):
     """Integrate an ensemble of ODE systems ``dy/dt = f(y, t, p)``.
 
     Parameters
@@ -61,8 +61,9 @@ def solve(f, y0, t_span, params=None, *, method="tsit5", rtol=1e-8, atol=1e-10, 
         Strictly increasing save times shared by the ensemble; ``t_span[0]`` is the start.
     params : array, shape ``(n_params,)`` or ``(N, n_params)``, optional
         Per-trajectory parameters, broadcast against ``y0``.
-    method : {"tsit5"}
-        Integration method.
+    method : {"tsit5", "rodas5p"}
+        ``"tsit5"``: explicit Tsitouras 5(4), for non-stiff problems. ``"rodas5p"``: Rosenbrock-W
+        5(4), for stiff problems; its Jacobian and ∂f/∂t come from ``f`` by dual numbers.
     rtol, atol : float
         Relative and absolute tolerances (> 0).
     first_step : float, optional
@@ -75,6 +76,10 @@ def solve(f, y0, t_span, params=None, *, method="tsit5", rtol=1e-8, atol=1e-10, 
         Non-negative weights on each component's error; 0 drops a component from step control.
     pcoeff, icoeff, dcoeff : float
         PID controller gains (default: the integral controller).
+    lu_precision : {"fp64", "fp32"}
+        Rodas5P only: precision of the factorisation of ``I/(hγ) − J``; the state and stages keep
+        y0's precision. A W-method keeps its order with an approximate factorisation; fp32 may
+        cost extra steps on badly conditioned problems.
 
     Returns
     -------
@@ -88,6 +93,9 @@ def solve(f, y0, t_span, params=None, *, method="tsit5", rtol=1e-8, atol=1e-10, 
     if method not in _primitive.METHODS:
         raise ValueError(f"method must be one of {', '.join(map(repr, _primitive.METHODS))}; "
                          f"got {method!r}")
+    if lu_precision not in _primitive.LU_PRECISIONS:
+        raise ValueError(f"lu_precision must be one of "
+                         f"{', '.join(map(repr, _primitive.LU_PRECISIONS))}; got {lu_precision!r}")
     rtol = _positive_float("rtol", rtol)
     atol = _positive_float("atol", atol)
     first_step = _positive_float("first_step", first_step, allow_none=True)
@@ -138,9 +146,10 @@ def solve(f, y0, t_span, params=None, *, method="tsit5", rtol=1e-8, atol=1e-10, 
         if w_values is not None and not np.all((w_values >= 0) & np.isfinite(w_values)):
             raise ValueError("error_weights must be finite and >= 0")
 
-    path = _primitive.compiled_model(f, n, params.shape[-1], dtype, method)
+    stepper = _primitive.stepper_variant(method, lu_precision)
+    path = _primitive.compiled_model(f, n, params.shape[-1], dtype, stepper)
     ys, accepted, rejected, status = _primitive.ensemble_solve(
-        y0, params, t_span, weights, n_traj=N, path=path, method=method, rtol=rtol, atol=atol,
+        y0, params, t_span, weights, n_traj=N, path=path, stepper=stepper, rtol=rtol, atol=atol,
         first_step=-1.0 if first_step is None else first_step, max_steps=max_steps, **gains)
     if return_stats:
         return ys, {"accepted": accepted, "rejected": rejected, "status": status}

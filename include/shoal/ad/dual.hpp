@@ -1,0 +1,276 @@
+// Forward-mode dual numbers: Dual<T, N> carries a value and N tangent directions.
+//
+// For a function f and a dual x = v + Σ_k d_k ε_k (ε_k ε_l = 0), f(x) = f(v) + f'(v) Σ_k d_k ε_k:
+// every overload below computes the value with the scalar function and multiplies the tangents by
+// the derivative stated beside it. Seeding direction k of y_j with δ_jk gives a column of ∂f/∂y
+// per direction in one evaluation (vector mode). T may itself be a Dual, so Dual<Dual<double,1>,1>
+// carries second derivatives: the tangent of the tangent is a second directional derivative.
+//
+// Comparisons look at values only (so control flow follows the primal computation), and functions
+// that are piecewise constant (floor, ceil, round, sign) have zero derivative, as in JAX.
+#pragma once
+
+#include "shoal/config.hpp"
+#include "shoal/math.hpp"
+
+namespace shoal {
+namespace ad {
+
+// Scalars that may meet a Dual in an expression (NVRTC has no <type_traits>).
+template <class S>
+struct IsArithmetic {
+  static constexpr bool value = false;
+};
+#define SHOAL_ARITHMETIC(type)                \
+  template <>                                 \
+  struct IsArithmetic<type> {                 \
+    static constexpr bool value = true;       \
+  };
+SHOAL_ARITHMETIC(float)
+SHOAL_ARITHMETIC(double)
+SHOAL_ARITHMETIC(int)
+SHOAL_ARITHMETIC(unsigned)
+SHOAL_ARITHMETIC(long)
+SHOAL_ARITHMETIC(unsigned long)
+SHOAL_ARITHMETIC(long long)
+SHOAL_ARITHMETIC(unsigned long long)
+SHOAL_ARITHMETIC(bool)
+#undef SHOAL_ARITHMETIC
+
+template <bool B, class R = void>
+struct EnableIf {};
+template <class R>
+struct EnableIf<true, R> {
+  using type = R;
+};
+template <class S, class R>
+using IfArithmetic = typename EnableIf<IsArithmetic<S>::value, R>::type;
+
+template <class T, int N>
+struct Dual {
+  T v;
+  T d[N];
+
+  SHOAL_HD Dual() : v(0) {
+    for (int k = 0; k < N; ++k) d[k] = T(0);
+  }
+  // A constant: any arithmetic scalar or the value type itself.
+  SHOAL_HD Dual(const T& value) : v(value) {  // NOLINT(google-explicit-constructor)
+    for (int k = 0; k < N; ++k) d[k] = T(0);
+  }
+  template <class S, class = IfArithmetic<S, void>>
+  SHOAL_HD Dual(S value) : v(T(value)) {  // NOLINT(google-explicit-constructor)
+    for (int k = 0; k < N; ++k) d[k] = T(0);
+  }
+  // Explicit conversion to a plain scalar drops the tangents (used for integer casts).
+  template <class S, class = IfArithmetic<S, void>>
+  SHOAL_HD explicit operator S() const {
+    using math::primal;
+    return static_cast<S>(primal(v));
+  }
+
+  SHOAL_HD Dual& operator+=(const Dual& o) { return *this = *this + o; }
+  SHOAL_HD Dual& operator-=(const Dual& o) { return *this = *this - o; }
+  SHOAL_HD Dual& operator*=(const Dual& o) { return *this = *this * o; }
+  SHOAL_HD Dual& operator/=(const Dual& o) { return *this = *this / o; }
+};
+
+// A dual with value v and zero tangents except direction k = 1: seeds one column of a Jacobian.
+template <class T, int N>
+SHOAL_HD Dual<T, N> variable(const T& v, int k) {
+  Dual<T, N> x(v);
+  if (k >= 0 && k < N) x.d[k] = T(1);
+  return x;
+}
+
+// f(x) with value `value` and derivative `slope` at x.v.
+template <class T, int N>
+SHOAL_INLINE Dual<T, N> chain(const Dual<T, N>& x, const T& value, const T& slope) {
+  Dual<T, N> r;
+  r.v = value;
+  for (int k = 0; k < N; ++k) r.d[k] = slope * x.d[k];
+  return r;
+}
+
+// ---- arithmetic --------------------------------------------------------------------------------
+template <class T, int N>
+SHOAL_INLINE Dual<T, N> operator+(const Dual<T, N>& x) {
+  return x;
+}
+template <class T, int N>
+SHOAL_INLINE Dual<T, N> operator-(const Dual<T, N>& x) {  // d(-x) = -dx
+  Dual<T, N> r;
+  r.v = -x.v;
+  for (int k = 0; k < N; ++k) r.d[k] = -x.d[k];
+  return r;
+}
+template <class T, int N>
+SHOAL_INLINE Dual<T, N> operator+(const Dual<T, N>& a, const Dual<T, N>& b) {  // da + db
+  Dual<T, N> r;
+  r.v = a.v + b.v;
+  for (int k = 0; k < N; ++k) r.d[k] = a.d[k] + b.d[k];
+  return r;
+}
+template <class T, int N>
+SHOAL_INLINE Dual<T, N> operator-(const Dual<T, N>& a, const Dual<T, N>& b) {  // da - db
+  Dual<T, N> r;
+  r.v = a.v - b.v;
+  for (int k = 0; k < N; ++k) r.d[k] = a.d[k] - b.d[k];
+  return r;
+}
+template <class T, int N>
+SHOAL_INLINE Dual<T, N> operator*(const Dual<T, N>& a, const Dual<T, N>& b) {  // b da + a db
+  Dual<T, N> r;
+  r.v = a.v * b.v;
+  for (int k = 0; k < N; ++k) r.d[k] = a.d[k] * b.v + a.v * b.d[k];
+  return r;
+}
+template <class T, int N>
+SHOAL_INLINE Dual<T, N> operator/(const Dual<T, N>& a, const Dual<T, N>& b) {
+  // d(a/b) = (da - (a/b) db) / b
+  Dual<T, N> r;
+  r.v = a.v / b.v;
+  for (int k = 0; k < N; ++k) r.d[k] = (a.d[k] - r.v * b.d[k]) / b.v;
+  return r;
+}
+
+// Mixed Dual-scalar forms promote the scalar to a constant dual.
+#define SHOAL_MIXED(op)                                                         \
+  template <class T, int N, class S>                                            \
+  SHOAL_INLINE IfArithmetic<S, Dual<T, N>> operator op(const Dual<T, N>& a, S b) { \
+    return a op Dual<T, N>(b);                                                  \
+  }                                                                             \
+  template <class T, int N, class S>                                            \
+  SHOAL_INLINE IfArithmetic<S, Dual<T, N>> operator op(S a, const Dual<T, N>& b) { \
+    return Dual<T, N>(a) op b;                                                  \
+  }
+SHOAL_MIXED(+)
+SHOAL_MIXED(-)
+SHOAL_MIXED(*)
+SHOAL_MIXED(/)
+#undef SHOAL_MIXED
+
+// ---- comparisons: values only ------------------------------------------------------------------
+#define SHOAL_COMPARE(op)                                                          \
+  template <class T, int N>                                                        \
+  SHOAL_INLINE bool operator op(const Dual<T, N>& a, const Dual<T, N>& b) {        \
+    return a.v op b.v;                                                             \
+  }                                                                                \
+  template <class T, int N, class S>                                               \
+  SHOAL_INLINE IfArithmetic<S, bool> operator op(const Dual<T, N>& a, S b) {       \
+    return a.v op T(b);                                                            \
+  }                                                                                \
+  template <class T, int N, class S>                                               \
+  SHOAL_INLINE IfArithmetic<S, bool> operator op(S a, const Dual<T, N>& b) {       \
+    return T(a) op b.v;                                                            \
+  }
+SHOAL_COMPARE(<)
+SHOAL_COMPARE(<=)
+SHOAL_COMPARE(>)
+SHOAL_COMPARE(>=)
+SHOAL_COMPARE(==)
+SHOAL_COMPARE(!=)
+#undef SHOAL_COMPARE
+
+template <class T, int N>
+SHOAL_INLINE auto primal(const Dual<T, N>& x) {
+  using math::primal;
+  return primal(x.v);
+}
+template <class T, int N>
+SHOAL_INLINE bool is_finite(const Dual<T, N>& x) {
+  using math::is_finite;
+  bool ok = is_finite(x.v);
+  for (int k = 0; k < N; ++k) ok = ok && is_finite(x.d[k]);
+  return ok;
+}
+
+// ---- elementary functions ----------------------------------------------------------------------
+// Each: value r = f(a), slope = f'(a), with a = x.v. `using` brings the scalar overloads into
+// scope so that, for nested duals, the calls on x.v recurse through these same definitions.
+#define SHOAL_DUAL_UNARY(name, value_expr, slope_expr)    \
+  template <class T, int N>                               \
+  SHOAL_INLINE Dual<T, N> name(const Dual<T, N>& x) {     \
+    SHOAL_MATH_USING;                                     \
+    const T& a = x.v;                                     \
+    const T r = value_expr;                               \
+    (void)r;                                              \
+    return chain(x, r, T(slope_expr));                    \
+  }
+
+SHOAL_DUAL_UNARY(exp, exp(a), r)                                           // e^a
+SHOAL_DUAL_UNARY(exp2, exp2(a), r * T(0.69314718055994530942))             // 2^a ln 2
+SHOAL_DUAL_UNARY(log, log(a), T(1) / a)                                    // 1/a
+SHOAL_DUAL_UNARY(log1p, log1p(a), T(1) / (T(1) + a))                       // 1/(1+a)
+SHOAL_DUAL_UNARY(expm1, expm1(a), r + T(1))                                // e^a
+SHOAL_DUAL_UNARY(sqrt, sqrt(a), T(0.5) / r)                                // 1/(2√a)
+SHOAL_DUAL_UNARY(cbrt, cbrt(a), T(1) / (T(3) * r * r))                     // 1/(3 a^{2/3})
+SHOAL_DUAL_UNARY(sin, sin(a), cos(a))                                      // cos a
+SHOAL_DUAL_UNARY(cos, cos(a), -sin(a))                                     // −sin a
+SHOAL_DUAL_UNARY(tan, tan(a), T(1) + r * r)                                // 1 + tan² a
+SHOAL_DUAL_UNARY(asin, asin(a), T(1) / sqrt(T(1) - a * a))                 // 1/√(1−a²)
+SHOAL_DUAL_UNARY(acos, acos(a), T(-1) / sqrt(T(1) - a * a))                // −1/√(1−a²)
+SHOAL_DUAL_UNARY(atan, atan(a), T(1) / (T(1) + a * a))                     // 1/(1+a²)
+SHOAL_DUAL_UNARY(sinh, sinh(a), cosh(a))                                   // cosh a
+SHOAL_DUAL_UNARY(cosh, cosh(a), sinh(a))                                   // sinh a
+SHOAL_DUAL_UNARY(tanh, tanh(a), T(1) - r * r)                              // 1 − tanh² a
+SHOAL_DUAL_UNARY(asinh, asinh(a), T(1) / sqrt(a * a + T(1)))               // 1/√(a²+1)
+SHOAL_DUAL_UNARY(acosh, acosh(a), T(1) / (sqrt(a - T(1)) * sqrt(a + T(1))))  // 1/√(a²−1)
+SHOAL_DUAL_UNARY(atanh, atanh(a), T(1) / (T(1) - a * a))                   // 1/(1−a²)
+SHOAL_DUAL_UNARY(erf, erf(a), T(1.12837916709551257390) * exp(-a * a))     // 2/√π e^{−a²}
+SHOAL_DUAL_UNARY(erfc, erfc(a), T(-1.12837916709551257390) * exp(-a * a))  // −2/√π e^{−a²}
+SHOAL_DUAL_UNARY(floor, floor(a), T(0))                                    // piecewise constant
+SHOAL_DUAL_UNARY(ceil, ceil(a), T(0))
+SHOAL_DUAL_UNARY(trunc, trunc(a), T(0))
+SHOAL_DUAL_UNARY(round_even, round_even(a), T(0))
+SHOAL_DUAL_UNARY(round_away, round_away(a), T(0))
+// |a|' = sign(a) (0 at 0, as JAX)
+SHOAL_DUAL_UNARY(abs, abs(a), a > T(0) ? T(1) : (a < T(0) ? T(-1) : T(0)))
+SHOAL_DUAL_UNARY(fabs, abs(a), a > T(0) ? T(1) : (a < T(0) ? T(-1) : T(0)))
+#undef SHOAL_DUAL_UNARY
+
+// a^b: ∂/∂a = b a^{b−1} (0 where b = 0), ∂/∂b = a^b ln a (0 where a = 0), JAX's conventions.
+template <class T, int N>
+SHOAL_INLINE Dual<T, N> pow(const Dual<T, N>& x, const Dual<T, N>& y) {
+  SHOAL_MATH_USING;
+  const T r = pow(x.v, y.v);
+  const T da = y.v == T(0) ? T(0) : y.v * pow(x.v, y.v - T(1));
+  const T db = x.v == T(0) ? T(0) : r * log(x.v);
+  Dual<T, N> out;
+  out.v = r;
+  for (int k = 0; k < N; ++k) out.d[k] = da * x.d[k] + db * y.d[k];
+  return out;
+}
+template <class T, int N, class S>
+SHOAL_INLINE IfArithmetic<S, Dual<T, N>> pow(const Dual<T, N>& x, S y) {
+  return pow(x, Dual<T, N>(y));
+}
+template <class T, int N, class S>
+SHOAL_INLINE IfArithmetic<S, Dual<T, N>> pow(S x, const Dual<T, N>& y) {
+  return pow(Dual<T, N>(x), y);
+}
+
+// atan2(y, x): d = (x dy − y dx) / (x² + y²)
+template <class T, int N>
+SHOAL_INLINE Dual<T, N> atan2(const Dual<T, N>& y, const Dual<T, N>& x) {
+  SHOAL_MATH_USING;
+  Dual<T, N> out;
+  out.v = atan2(y.v, x.v);
+  const T inv = T(1) / (x.v * x.v + y.v * y.v);
+  for (int k = 0; k < N; ++k) out.d[k] = (x.v * y.d[k] - y.v * x.d[k]) * inv;
+  return out;
+}
+
+// fmod(a, b) = a − trunc(a/b) b: d = da − trunc(a/b) db
+template <class T, int N>
+SHOAL_INLINE Dual<T, N> fmod(const Dual<T, N>& a, const Dual<T, N>& b) {
+  SHOAL_MATH_USING;
+  Dual<T, N> out;
+  out.v = fmod(a.v, b.v);
+  const T q = trunc(a.v / b.v);
+  for (int k = 0; k < N; ++k) out.d[k] = a.d[k] - q * b.d[k];
+  return out;
+}
+
+}  // namespace ad
+}  // namespace shoal

@@ -1,0 +1,155 @@
+// Rodas5P (Steinebach 2023): an 8-stage, order-5, stiffly accurate Rosenbrock-W method with an
+// embedded order-4 solution and a 3-vector continuous extension of order 4.
+//
+// Written in the transformed form (Hairer-Wanner IV.7) that needs no matrix-vector products with J:
+//   M = I/(hγ) − J,   u_i = y + Σ_{j<i} a_ij k_j,
+//   M k_i = f(u_i, t + c_i h) + h d_i ∂f/∂t + Σ_{j<i} (C_ij / h) k_j,
+// with y_new = u_8 + k_8 (stiffly accurate: the solution is the last stage's point plus its
+// increment) and error estimate k_8. One Jacobian, one ∂f/∂t and ONE factorisation of M serve all
+// eight stage solves; the d_i terms keep full order on non-autonomous problems. Being a W-method
+// its order survives an approximate Jacobian, which is what makes an fp32 factorisation sound.
+//
+// Coefficients: the published tableau (OrdinaryDiffEq.jl lists them); stages 7 and 8 reuse row 6
+// of a with unit weights on the increments (a_7j = a_6j, a_76 = 1; a_8j = a_7j, a_87 = 1), c_6..8 =
+// 1 and d_6..8 = 0, as for every stiffly accurate Rodas method.
+#pragma once
+
+#include "shoal/ad/jacobian.hpp"
+#include "shoal/config.hpp"
+#include "shoal/linalg/dense_lu.hpp"
+
+namespace shoal {
+namespace ode {
+
+struct Rodas5PTableau {
+  static constexpr int stages = 8;
+  static constexpr double gamma = 0.21193756319429014;
+  // a[i][j], j < i (stage inputs).
+  static constexpr double a[8][7] = {
+      {0, 0, 0, 0, 0, 0, 0},
+      {3.0, 0, 0, 0, 0, 0, 0},
+      {2.849394379747939, 0.45842242204463923, 0, 0, 0, 0, 0},
+      {-6.954028509809101, 2.489845061869568, -10.358996098473584, 0, 0, 0, 0},
+      {2.8029986275628964, 0.5072464736228206, -0.3988312541770524, -0.04721187230404641, 0, 0,
+       0},
+      {-7.502846399306121, 2.561846144803919, -11.627539656261098, -0.18268767659942256,
+       0.030198172008377946, 0, 0},
+      {-7.502846399306121, 2.561846144803919, -11.627539656261098, -0.18268767659942256,
+       0.030198172008377946, 1.0, 0},
+      {-7.502846399306121, 2.561846144803919, -11.627539656261098, -0.18268767659942256,
+       0.030198172008377946, 1.0, 1.0},
+  };
+  // C[i][j], j < i (the transformed Γ⁻¹ couplings, divided by h in use).
+  static constexpr double C[8][7] = {
+      {0, 0, 0, 0, 0, 0, 0},
+      {-14.155112264123755, 0, 0, 0, 0, 0, 0},
+      {-17.97296035885952, -2.859693295451294, 0, 0, 0, 0, 0},
+      {147.12150275711716, -1.41221402718213, 71.68940251302358, 0, 0, 0, 0},
+      {165.43517024871676, -0.4592823456491126, 42.90938336958603, -5.961986721573306, 0, 0, 0},
+      {24.854864614690072, -3.0009227002832186, 47.4931110020768, 5.5814197821558125,
+       -0.6610691825249471, 0, 0},
+      {30.91273214028599, -3.1208243349937974, 77.79954646070892, 34.28646028294783,
+       -19.097331116725623, -28.087943162872662, 0},
+      {37.80277123390563, -3.2571969029072276, 112.26918849496327, 66.9347231244047,
+       -40.06618937091002, -54.66780262877968, -9.48861652309627},
+  };
+  static constexpr double c[8] = {0.0, 0.6358126895828704, 0.4095798393397535,
+                                  0.9769306725060716, 0.4288403609558664, 1.0, 1.0, 1.0};
+  static constexpr double d[8] = {0.21193756319429014, -0.42387512638858027, -0.3384627126235924,
+                                  1.8046452872882734, 2.325825639765069, 0.0, 0.0, 0.0};
+  // Dense output: K_r = Σ_i h[r][i] k_i, y(θ) = (1−θ) y0 + θ (y1 + (1−θ)(K_0 + θ (K_1 + θ K_2))).
+  static constexpr double h[3][8] = {
+      {25.948786856663858, -2.5579724845846235, 10.433815404888879, -2.3679251022685204,
+       0.524948541321073, 1.1241088310450404, 0.4272876194431874, -0.17202221070155493},
+      {-9.91568850695171, -0.9689944594115154, 3.0438037242978453, -24.495224566215796,
+       20.176138334709044, 15.98066361424651, -6.789040303419874, -6.710236069923372},
+      {11.419903575922262, 2.8879645146136994, 72.92137995996029, 80.12511834622643,
+       -52.072871366152654, -59.78993625266729, -0.15582684282751913, 4.883087185713722},
+  };
+};
+
+// One trajectory's Rodas5P working storage and step. LuScalar is the factorisation's precision.
+template <class LuScalar>
+struct Rodas5PWith {
+  template <class Model, class T>
+  struct Stepper {
+    using Tab = Rodas5PTableau;
+    static constexpr int n = Model::n_vars;
+    static constexpr int error_order = 5;  // embedded order 4: local error estimate O(h^5)
+
+    linalg::DenseLU<LuScalar, n> lu;  // holds −J, then M = I/(hγ) − J, then its factors
+    T k[Tab::stages][n];
+    T dense[3][n];
+    T y_end[n];
+
+    SHOAL_HD void init(const T*, T, const T*) {}
+
+    SHOAL_HD void step(const T* y, T t, T h, const T* p, T* y_new, T* err) {
+      T f0[n], ft[n], u[n], rhs[n];
+      // The Jacobian is taken afresh at (t, y) on every attempt, so a rejected step's retry sees
+      // exactly what a first attempt would.
+      ad::rhs_and_jacobian<Model, T, LuScalar>(y, t, p, f0, lu.a, ft);
+      const LuScalar diag = LuScalar(T(1) / (h * T(Tab::gamma)));
+      for (int i = 0; i < n * n; ++i) lu.a[i] = -lu.a[i];
+      for (int i = 0; i < n; ++i) lu.a[i * n + i] += diag;
+      lu.factor();
+
+      for (int i = 0; i < n; ++i) rhs[i] = f0[i] + h * T(Tab::d[0]) * ft[i];
+      lu.solve(rhs);
+      for (int i = 0; i < n; ++i) k[0][i] = rhs[i];
+
+      const T inv_h = T(1) / h;
+      for (int s = 1; s < Tab::stages; ++s) {
+        for (int i = 0; i < n; ++i) {
+          T acc = y[i];
+          for (int j = 0; j < s; ++j) acc += T(Tab::a[s][j]) * k[j][i];
+          u[i] = acc;
+        }
+        Model::template rhs<T>(u, t + T(Tab::c[s]) * h, p, rhs);
+        for (int i = 0; i < n; ++i) {
+          T acc = T(0);
+          for (int j = 0; j < s; ++j) acc += T(Tab::C[s][j]) * k[j][i];
+          rhs[i] += h * T(Tab::d[s]) * ft[i] + inv_h * acc;
+        }
+        lu.solve(rhs);
+        for (int i = 0; i < n; ++i) k[s][i] = rhs[i];
+      }
+      for (int i = 0; i < n; ++i) {
+        y_new[i] = u[i] + k[Tab::stages - 1][i];
+        y_end[i] = y_new[i];
+        err[i] = k[Tab::stages - 1][i];
+      }
+      for (int r = 0; r < 3; ++r) {
+        for (int i = 0; i < n; ++i) {
+          T acc = T(0);
+          for (int s = 0; s < Tab::stages; ++s) acc += T(Tab::h[r][s]) * k[s][i];
+          dense[r][i] = acc;
+        }
+      }
+    }
+
+    SHOAL_HD void accept() {}
+
+    // Dense output inside the last attempted step, from its start y (θ in [0, 1]).
+    SHOAL_HD void interpolate(const T* y, T, T theta, T* out) const {
+      const T one_minus = T(1) - theta;
+      for (int i = 0; i < n; ++i) {
+        out[i] = one_minus * y[i] +
+                 theta * (y_end[i] +
+                          one_minus * (dense[0][i] + theta * (dense[1][i] + theta * dense[2][i])));
+      }
+    }
+  };
+};
+
+// Rodas5P factorising in the state's precision, and with the factorisation's precision fixed
+// (lu_precision="fp64" / "fp32"; the state and stage vectors keep the solve's precision).
+template <class Model, class T>
+using Rodas5P = typename Rodas5PWith<T>::template Stepper<Model, T>;
+template <class Model, class T>
+using Rodas5PLu64 = typename Rodas5PWith<double>::template Stepper<Model, T>;
+template <class Model, class T>
+using Rodas5PLu32 = typename Rodas5PWith<float>::template Stepper<Model, T>;
+
+}  // namespace ode
+}  // namespace shoal
