@@ -27,10 +27,9 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 import jax
 import jax.numpy as jnp
+import numpy as np
 import scipy.linalg as sl
 
 jax.config.update("jax_enable_x64", True)
@@ -77,7 +76,7 @@ def loss_from(w, v):
     # Uses eigenvalues and eigenvectors, independent of eigenvector signs.
     k = w.shape[-1]
     weights = jnp.linspace(0.0, 1.0, k)
-    return jnp.sum(w ** 2 * weights) + jnp.sum((v ** 2) * weights)
+    return jnp.sum(w**2 * weights) + jnp.sum((v**2) * weights)
 
 
 def rel_err(x, ref):
@@ -89,28 +88,34 @@ def peers(seed, generalized: bool):
     """name -> (forward fn, loss fn or None); each takes (a, b) and handles a leading batch."""
     out = {}
     if generalized:
+
         def sh(a, b):
             return shoal_eigh(a, b)
 
         def shj(a, b):
             return shoal_eigh(a, b, method="jax")
     else:
+
         def sh(a, b):
             return shoal_eigh(a)
 
         def shj(a, b):
             return shoal_eigh(a, method="jax")
+
     out["shoal"] = sh
     out["shoal-jax"] = shj
     if seed is not None:
         if generalized:
+
             def sd(a, b):
                 f = seed.eigh_gen
                 return jax.vmap(f)(a, b) if a.ndim == 3 else f(a, b)
         else:
+
             def sd(a, b):
                 f = seed.eigh
                 return jax.vmap(f)(a) if a.ndim == 3 else f(a)
+
         out["eigh(pkg)"] = sd
     if not generalized:
         out["jnp"] = lambda a, b: jnp.linalg.eigh(a)
@@ -135,13 +140,16 @@ def run_case(rng, seed, batch, n, generalized, repeats, rows):
     grads = {}
     for name, fn in peers(seed, generalized).items():
         fwd = jax.jit(fn)
-        vg = jax.jit(jax.value_and_grad(lambda a, b, fn=fn: loss_from(*fn(a, b)),
-                                        argnums=(0, 1) if generalized else 0))
-        t_f = median_ms(lambda: fwd(aj, bj), repeats)
+        vg = jax.jit(
+            jax.value_and_grad(
+                lambda a, b, fn=fn: loss_from(*fn(a, b)), argnums=(0, 1) if generalized else 0
+            )
+        )
+        t_f = median_ms(lambda fwd=fwd: fwd(aj, bj), repeats)
         w, _ = fwd(aj, bj)
         err = rel_err(w, ref_w)
         try:
-            t_g = median_ms(lambda: vg(aj, bj), repeats)
+            t_g = median_ms(lambda vg=vg: vg(aj, bj), repeats)
             _, g = vg(aj, bj)
             grads[name] = g
         except Exception as exc:  # a peer without a working gradient
@@ -155,14 +163,22 @@ def run_case(rng, seed, batch, n, generalized, repeats, rows):
         if name != "shoal" and base is not None:
             gs = g if isinstance(g, tuple) else (g,)
             bs = base if isinstance(base, tuple) else (base,)
-            # the seed reads the full matrices, shoal the lower triangle: compare symmetrized
-            def sym(x):
-                x = np.asarray(x)
-                return np.tril(x + np.swapaxes(x, -1, -2)) - 0.5 * np.tril(np.triu(
-                    x + np.swapaxes(x, -1, -2)))
-            result[f"{name}_gerr"] = max(rel_err(sym(x), sym(y)) for x, y in zip(gs, bs))
+            result[f"{name}_gerr"] = max(
+                rel_err(fold(x), fold(y)) for x, y in zip(gs, bs, strict=True)
+            )
     rows.append(result)
     print_row(result)
+
+
+def fold(g):
+    """Gradient w.r.t. a symmetric matrix, folded onto its lower triangle.
+
+    shoal reads only the lower triangle, so its gradient lives there; a peer that reads the whole
+    matrix spreads the same information over both triangles.
+    """
+    g = np.asarray(g)
+    diag = np.diagonal(g, axis1=-2, axis2=-1)
+    return np.tril(g + np.swapaxes(g, -1, -2)) - diag[..., None] * np.eye(g.shape[-1])
 
 
 def fmt(x):
@@ -180,8 +196,10 @@ def print_row(r):
         if f"{name}_fwd" in r:
             f, g = r[f"{name}_fwd"], r[f"{name}_vg"]
             ge = r.get(f"{name}_gerr")
-            parts.append(f"{name} {fmt(f)} ({f / s:4.2f}x) / {fmt(g)} ({g / sg:4.2f}x)"
-                         + (f" gerr {ge:.1e}" if ge is not None else ""))
+            parts.append(
+                f"{name} {fmt(f)} ({f / s:4.2f}x) / {fmt(g)} ({g / sg:4.2f}x)"
+                + (f" gerr {ge:.1e}" if ge is not None else "")
+            )
     parts.append(f"err {r['shoal_err']:.1e}")
     print(" | ".join(parts), flush=True)
 
@@ -190,8 +208,11 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="small sizes, few repeats")
     p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--eigh-path", default=os.environ.get("SHOAL_BENCH_EIGH_PATH"),
-                   help="directory holding the PyPI `eigh` package, if not installed")
+    p.add_argument(
+        "--eigh-path",
+        default=os.environ.get("SHOAL_BENCH_EIGH_PATH"),
+        help="directory holding the PyPI `eigh` package, if not installed",
+    )
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "eigh_bench.csv"))
     args = p.parse_args()
     seed = load_seed_package(args.eigh_path)
@@ -201,13 +222,16 @@ def main():
     sizes = [32, 128] if args.quick else [32, 64, 128, 256, 512, 1024]
     batches = [(100, 8), (10, 32)] if args.quick else [(1000, 8), (1000, 32), (100, 128)]
     repeats = 2 if args.quick else args.repeats
-    print(f"jax {jax.__version__}, {os.cpu_count()} CPUs; times: forward / value_and_grad (ms),"
-          " (peer/shoal)")
+    print(
+        f"jax {jax.__version__}, {os.cpu_count()} CPUs; times: forward / value_and_grad (ms),"
+        " (peer/shoal)"
+    )
     rows = []
     for generalized in (True, False):
         for n in sizes:
-            run_case(rng, seed, 0, n, generalized, repeats if n < 1024 else max(3, repeats // 2),
-                     rows)
+            run_case(
+                rng, seed, 0, n, generalized, repeats if n < 1024 else max(3, repeats // 2), rows
+            )
         for batch, n in batches:
             run_case(rng, seed, batch, n, generalized, repeats, rows)
     out = Path(args.out)
@@ -226,9 +250,12 @@ def main():
     except ImportError:
         return
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for ax, what in zip(axes, ("fwd", "vg")):
-        single = [r for r in rows if r["problem"] == "gen" and "x" not in r["case"][:-4]
-                  and r["case"].count("x") == 1]
+    for ax, what in zip(axes, ("fwd", "vg"), strict=True):
+        single = [
+            r
+            for r in rows
+            if r["problem"] == "gen" and "x" not in r["case"][:-4] and r["case"].count("x") == 1
+        ]
         ns = [int(r["case"].split("x")[0]) for r in single]
         for name in ("shoal", "shoal-jax", "eigh(pkg)"):
             if f"{name}_{what}" in single[0]:

@@ -85,10 +85,11 @@ def test_matches_scipy(dtype, itype, lower):
     n = 6
     a = rand_herm(rng, n, dtype)
     b = None if itype == 0 else rand_spd(rng, n, dtype)
-    ref_w, ref_v = sl.eigh(a.astype(np.complex128 if np.iscomplexobj(a) else np.float64),
-                           None if b is None else b.astype(np.complex128 if np.iscomplexobj(b)
-                                                          else np.float64),
-                           type=max(itype, 1))
+    ref_w, ref_v = sl.eigh(
+        a.astype(np.complex128 if np.iscomplexobj(a) else np.float64),
+        None if b is None else b.astype(np.complex128 if np.iscomplexobj(b) else np.float64),
+        type=max(itype, 1),
+    )
     aj = scramble_other_triangle(a, lower, rng)
     bj = None if b is None else scramble_other_triangle(b, lower, rng)
     w, v = eigh(aj, bj, lower=lower, type=max(itype, 1))
@@ -114,15 +115,17 @@ def test_subsets_match_scipy(dtype, itype, mode):
     a = rand_herm(rng, n, dtype)
     b = None if itype == 0 else rand_spd(rng, n, dtype)
     hi = np.complex128 if np.iscomplexobj(a) else np.float64
-    full = sl.eigh(a.astype(hi), None if b is None else b.astype(hi), type=max(itype, 1),
-                   eigvals_only=True)
+    full = sl.eigh(
+        a.astype(hi), None if b is None else b.astype(hi), type=max(itype, 1), eigvals_only=True
+    )
     if mode == "index":
         kw = dict(subset_by_index=(2, 4))
     else:
         # interval boundaries halfway between eigenvalues, so float32 agrees on the count
         kw = dict(subset_by_value=(0.5 * (full[1] + full[2]), 0.5 * (full[4] + full[5])))
-    ref_w, ref_v = sl.eigh(a.astype(hi), None if b is None else b.astype(hi), type=max(itype, 1),
-                           **kw)
+    ref_w, ref_v = sl.eigh(
+        a.astype(hi), None if b is None else b.astype(hi), type=max(itype, 1), **kw
+    )
     w, v = eigh(a, b, type=max(itype, 1), **kw)
     w_only = eigh(a, b, type=max(itype, 1), eigvals_only=True, **kw)
     w, v, w_only = np.asarray(w), np.asarray(v), np.asarray(w_only)
@@ -155,11 +158,16 @@ def test_batched_and_broadcast(dtype, itype):
         for j in range(2):
             bij = None if b is None else b[j]
             hi = np.complex128 if np.iscomplexobj(a) else np.float64
-            ref = sl.eigh(a[i, j].astype(hi), None if bij is None else bij.astype(hi),
-                          type=max(itype, 1), eigvals_only=True)
+            ref = sl.eigh(
+                a[i, j].astype(hi),
+                None if bij is None else bij.astype(hi),
+                type=max(itype, 1),
+                eigvals_only=True,
+            )
             np.testing.assert_allclose(w[i, j], ref, atol=tol(dtype) * 100, rtol=0)
-            check_solution(a[i, j], bij, max(itype, 1), np.asarray(w[i, j]),
-                           np.asarray(v[i, j]), dtype)
+            check_solution(
+                a[i, j], bij, max(itype, 1), np.asarray(w[i, j]), np.asarray(v[i, j]), dtype
+            )
 
 
 def test_float32_stays_float32_with_x64():
@@ -274,8 +282,9 @@ def test_jax_method_agrees_with_lapack():
                 ok = np.isfinite(np.asarray(w1))[..., None, :]
                 v1 = np.where(ok, v1, 0)
                 v2 = np.where(ok, v2, 0)
-                np.testing.assert_allclose(align_phase(np.asarray(v2), np.asarray(v1)), v1,
-                                           atol=1e-8, rtol=0)
+                np.testing.assert_allclose(
+                    align_phase(np.asarray(v2), np.asarray(v1)), v1, atol=1e-8, rtol=0
+                )
 
 
 def test_empty_matrix():

@@ -7,10 +7,9 @@ import warnings
 from functools import partial
 from typing import Any, NamedTuple
 
-import numpy as np
-
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.custom_derivatives import SymbolicZero
 
 from shoal.linalg import _ffi
@@ -35,9 +34,26 @@ class _Config(NamedTuple):
 
 
 def _primal(a, b, cfg: _Config, vectors: bool):
-    fn = _ffi.kernel_eigh if cfg.method == "lapack" else jax_eigh
-    return fn(a, b, itype=cfg.itype, vectors=vectors, subset=cfg.subset, il=cfg.il, iu=cfg.iu,
-              vl=cfg.vl, vu=cfg.vu, m=cfg.m)
+    kw = dict(
+        itype=cfg.itype,
+        vectors=vectors,
+        subset=cfg.subset,
+        il=cfg.il,
+        iu=cfg.iu,
+        vl=cfg.vl,
+        vu=cfg.vu,
+        m=cfg.m,
+    )
+    if cfg.method == "jax":
+        return jax_eigh(a, b, **kw)
+    # The LAPACK kernels exist for CPU only; anywhere else (GPU, TPU) the same call lowers to
+    # the pure-JAX path. Only the branch for the compilation platform is lowered.
+    return jax.lax.platform_dependent(
+        a,
+        b,
+        cpu=lambda a, b: _ffi.kernel_eigh(a, b, **kw),
+        default=lambda a, b: jax_eigh(a, b, **kw),
+    )
 
 
 @partial(jax.custom_jvp, nondiff_argnums=(2,))
@@ -56,8 +72,9 @@ def _eigh_core_jvp(cfg: _Config, primals, tangents):
     da = None if isinstance(da, SymbolicZero) else da
     db = None if (b is None or isinstance(db, SymbolicZero)) else db
     threshold = default_threshold(w) if cfg.deg_thresh is None else cfg.deg_thresh
-    dw, dv = eigh_jvp(a, b, w, v, da, db, itype=cfg.itype, threshold=threshold,
-                      broadening=cfg.broadening)
+    dw, dv = eigh_jvp(
+        a, b, w, v, da, db, itype=cfg.itype, threshold=threshold, broadening=cfg.broadening
+    )
     dinfo = np.zeros(info.shape, dtype=jax.dtypes.float0)
     if cfg.vectors:
         return (w, v, info), (dw, dv, dinfo)
@@ -68,8 +85,11 @@ def _hermitian(x, lower: bool):
     """The Hermitian matrix whose named triangle is that of x (the other one is never read)."""
     tri = jnp.tril(x, -1) if lower else jnp.triu(x, 1)
     diag = jnp.real(jnp.diagonal(x, axis1=-2, axis2=-1)).astype(x.dtype)
-    return tri + jnp.conj(jnp.swapaxes(tri, -1, -2)) + diag[..., None] * jnp.eye(
-        x.shape[-1], dtype=x.dtype)
+    return (
+        tri
+        + jnp.conj(jnp.swapaxes(tri, -1, -2))
+        + diag[..., None] * jnp.eye(x.shape[-1], dtype=x.dtype)
+    )
 
 
 def _as_matrix(x, name: str):
@@ -78,7 +98,8 @@ def _as_matrix(x, name: str):
     if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
         raise ValueError(
             f"{name} must be a square matrix or a stack of them (shape (..., n, n)); "
-            f"got {name}.shape={tuple(x.shape)}")
+            f"got {name}.shape={tuple(x.shape)}"
+        )
     return x
 
 
@@ -88,8 +109,9 @@ def _result_dtype(*arrays):
         dtype = jnp.result_type(float)
     if dtype in (jnp.float16, jnp.bfloat16):
         dtype = jnp.dtype(jnp.float32)
-    if jnp.dtype(dtype) not in (jnp.dtype(t) for t in
-                               (jnp.float32, jnp.float64, jnp.complex64, jnp.complex128)):
+    if jnp.dtype(dtype) not in (
+        jnp.dtype(t) for t in (jnp.float32, jnp.float64, jnp.complex64, jnp.complex128)
+    ):
         raise TypeError(f"unsupported dtype {dtype}; use float32, float64, complex64 or complex128")
     return jnp.dtype(dtype)
 
@@ -104,8 +126,7 @@ def _reason(code: int, n: int, generalized: bool) -> str:
     if code < 0:
         return f"LAPACK rejected argument {-code} (internal error, please report)"
     if generalized and code > n:
-        return (f"b is not positive definite (its leading minor of order {code - n} is not "
-                "positive)")
+        return f"b is not positive definite (its leading minor of order {code - n} is not positive)"
     return f"the eigenvalue algorithm failed to converge (LAPACK info={code})"
 
 
@@ -131,23 +152,39 @@ def _resolve_method(method: str) -> str:
         raise ValueError(f"method must be 'lapack' or 'jax'; got method={method!r}")
     if method == "lapack" and not _ffi.available():
         if not _warned_fallback:
-            warnings.warn("shoal.linalg: compiled extension unavailable "
-                          f"({_ffi.IMPORT_ERROR}); using method='jax'", stacklevel=3)
+            warnings.warn(
+                "shoal.linalg: compiled extension unavailable "
+                f"({_ffi.IMPORT_ERROR}); using method='jax'",
+                stacklevel=3,
+            )
             _warned_fallback = True
         return "jax"
     return method
 
 
-def _solve(a, b, *, lower, eigvals_only, itype, subset_by_index, subset_by_value,
-           deg_thresh, broadening, method):
+def _solve(
+    a,
+    b,
+    *,
+    lower,
+    eigvals_only,
+    itype,
+    subset_by_index,
+    subset_by_value,
+    deg_thresh,
+    broadening,
+    method,
+):
     method = _resolve_method(method)
     a = _as_matrix(a, "a")
     n = a.shape[-1]
     if b is not None:
         b = _as_matrix(b, "b")
         if b.shape[-1] != n:
-            raise ValueError(f"b must have the same matrix size as a; got a.shape={tuple(a.shape)}"
-                             f" and b.shape={tuple(b.shape)}")
+            raise ValueError(
+                f"b must have the same matrix size as a; got a.shape={tuple(a.shape)}"
+                f" and b.shape={tuple(b.shape)}"
+            )
     dtype = _result_dtype(a, b)
     batch = tuple(a.shape[:-2])
     if b is not None:
@@ -156,7 +193,8 @@ def _solve(a, b, *, lower, eigvals_only, itype, subset_by_index, subset_by_value
         except ValueError:
             raise ValueError(
                 f"the batch dimensions of a and b do not broadcast: a.shape={tuple(a.shape)}, "
-                f"b.shape={tuple(b.shape)}") from None
+                f"b.shape={tuple(b.shape)}"
+            ) from None
     if subset_by_index is not None and subset_by_value is not None:
         raise ValueError("pass at most one of subset_by_index and subset_by_value")
     subset, il, iu, vl, vu, m = 0, 0, n - 1, 0.0, 0.0, n
@@ -164,18 +202,22 @@ def _solve(a, b, *, lower, eigvals_only, itype, subset_by_index, subset_by_value
         try:
             il, iu = (operator.index(i) for i in subset_by_index)
         except (TypeError, ValueError):
-            raise ValueError("subset_by_index must be two integers (first, last), got "
-                             f"{subset_by_index!r}") from None
+            raise ValueError(
+                f"subset_by_index must be two integers (first, last), got {subset_by_index!r}"
+            ) from None
         if not 0 <= il <= iu <= n - 1:
-            raise ValueError(f"subset_by_index={tuple(subset_by_index)!r} is invalid for n={n}: "
-                             "need 0 <= first <= last <= n - 1")
+            raise ValueError(
+                f"subset_by_index={tuple(subset_by_index)!r} is invalid for n={n}: "
+                "need 0 <= first <= last <= n - 1"
+            )
         subset, m = 1, iu - il + 1
     elif subset_by_value is not None:
         try:
             vl, vu = (float(x) for x in subset_by_value)
         except (TypeError, ValueError):
-            raise ValueError("subset_by_value must be two numbers (low, high], got "
-                             f"{subset_by_value!r}") from None
+            raise ValueError(
+                f"subset_by_value must be two numbers (low, high], got {subset_by_value!r}"
+            ) from None
         if not vl < vu:
             raise ValueError(f"subset_by_value={tuple(subset_by_value)!r}: need low < high")
         big = float(np.finfo(np.float64).max)
@@ -192,8 +234,10 @@ def _solve(a, b, *, lower, eigvals_only, itype, subset_by_index, subset_by_value
                 raise ValueError(f"the Lorentzian width must be > 0; got {width}")
             deg_thresh = width
         elif broadening != "lorentzian":
-            raise ValueError("broadening must be None, 'lorentzian' or ('lorentzian', width); "
-                             f"got {broadening!r}")
+            raise ValueError(
+                "broadening must be None, 'lorentzian' or ('lorentzian', width); "
+                f"got {broadening!r}"
+            )
         broadening = "lorentzian"
     concrete = _is_concrete(a) and _is_concrete(b)
 
@@ -201,8 +245,19 @@ def _solve(a, b, *, lower, eigvals_only, itype, subset_by_index, subset_by_value
     a = jnp.broadcast_to(a, batch + (n, n))
     if b is not None:
         b = jnp.broadcast_to(_hermitian(jnp.asarray(b, dtype), lower), batch + (n, n))
-    cfg = _Config(itype=itype, vectors=not eigvals_only, subset=subset, il=il, iu=iu, vl=vl,
-                  vu=vu, m=m, deg_thresh=deg_thresh, broadening=broadening, method=method)
+    cfg = _Config(
+        itype=itype,
+        vectors=not eigvals_only,
+        subset=subset,
+        il=il,
+        iu=iu,
+        vl=vl,
+        vu=vu,
+        m=m,
+        deg_thresh=deg_thresh,
+        broadening=broadening,
+        method=method,
+    )
     if n == 0:
         real = jnp.finfo(dtype).dtype
         w = jnp.zeros(batch + (0,), real)
@@ -219,9 +274,19 @@ def _check_itype(value: Any, name: str) -> int:
     return int(value)
 
 
-def eigh(a, b=None, *, lower: bool = True, eigvals_only: bool = False, type: int = 1,  # noqa: A002
-         subset_by_index=None, subset_by_value=None, deg_thresh: float | None = None,
-         broadening=None, method: str = "lapack"):
+def eigh(
+    a,
+    b=None,
+    *,
+    lower: bool = True,
+    eigvals_only: bool = False,
+    type: int = 1,  # noqa: A002
+    subset_by_index=None,
+    subset_by_value=None,
+    deg_thresh: float | None = None,
+    broadening=None,
+    method: str = "lapack",
+):
     """Eigenvalues and eigenvectors of a Hermitian matrix, or of a Hermitian-definite pencil.
 
     Solves ``a v = λ v`` (``b`` None) or, with ``b`` Hermitian positive definite, the problem of
@@ -266,14 +331,33 @@ def eigh(a, b=None, *, lower: bool = True, eigvals_only: bool = False, type: int
         convergence, NaN input). Under tracing, that element's outputs are NaN instead.
     """
     itype = _check_itype(type, "type")
-    return _solve(a, b, lower=lower, eigvals_only=eigvals_only, itype=0 if b is None else itype,
-                  subset_by_index=subset_by_index, subset_by_value=subset_by_value,
-                  deg_thresh=deg_thresh, broadening=broadening, method=method)
+    return _solve(
+        a,
+        b,
+        lower=lower,
+        eigvals_only=eigvals_only,
+        itype=0 if b is None else itype,
+        subset_by_index=subset_by_index,
+        subset_by_value=subset_by_value,
+        deg_thresh=deg_thresh,
+        broadening=broadening,
+        method=method,
+    )
 
 
-def eigh_gen(a, b, *, lower: bool = True, itype: int = 1, eigvals_only: bool = False,
-             subset_by_index=None, subset_by_value=None, deg_thresh: float | None = None,
-             broadening=None, method: str = "lapack"):
+def eigh_gen(
+    a,
+    b,
+    *,
+    lower: bool = True,
+    itype: int = 1,
+    eigvals_only: bool = False,
+    subset_by_index=None,
+    subset_by_value=None,
+    deg_thresh: float | None = None,
+    broadening=None,
+    method: str = "lapack",
+):
     """The generalized Hermitian-definite eigenproblem of type ``itype``; see :func:`eigh`.
 
     ``itype`` 1: ``a v = λ b v``; 2: ``a b v = λ v``; 3: ``b a v = λ v``. ``b`` is required.
@@ -281,6 +365,15 @@ def eigh_gen(a, b, *, lower: bool = True, itype: int = 1, eigvals_only: bool = F
     if b is None:
         raise ValueError("eigh_gen needs b (use eigh for the standard problem)")
     itype = _check_itype(itype, "itype")
-    return _solve(a, b, lower=lower, eigvals_only=eigvals_only, itype=itype,
-                  subset_by_index=subset_by_index, subset_by_value=subset_by_value,
-                  deg_thresh=deg_thresh, broadening=broadening, method=method)
+    return _solve(
+        a,
+        b,
+        lower=lower,
+        eigvals_only=eigvals_only,
+        itype=itype,
+        subset_by_index=subset_by_index,
+        subset_by_value=subset_by_value,
+        deg_thresh=deg_thresh,
+        broadening=broadening,
+        method=method,
+    )

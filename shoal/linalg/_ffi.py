@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 try:
     from shoal.linalg import _linalg_ext
@@ -67,8 +66,9 @@ def _register() -> None:
     _registered = True
 
 
-def kernel_eigh(a, b, *, itype: int, vectors: bool, subset: int, il: int, iu: int,
-                vl: float, vu: float, m: int):
+def kernel_eigh(
+    a, b, *, itype: int, vectors: bool, subset: int, il: int, iu: int, vl: float, vu: float, m: int
+):
     """One batched kernel call. ``a``/``b``: (..., n, n) Hermitian, same shape and dtype.
 
     Returns ``(w, v, info)``: w (..., m) real, v (..., n, m) or None, info (...,) int32.
@@ -81,8 +81,14 @@ def kernel_eigh(a, b, *, itype: int, vectors: bool, subset: int, il: int, iu: in
         jax.ShapeDtypeStruct(batch + ((n, m) if vectors else (0,)), a.dtype),
         jax.ShapeDtypeStruct(batch, np.int32),
     ]
-    attrs = dict(vectors=bool(vectors), subset=np.int64(subset), il=np.int64(il),
-                 iu=np.int64(iu), vl=np.float64(vl), vu=np.float64(vu))
+    attrs = dict(
+        vectors=bool(vectors),
+        subset=np.int64(subset),
+        il=np.int64(il),
+        iu=np.int64(iu),
+        vl=np.float64(vl),
+        vu=np.float64(vu),
+    )
     if b is None:
         call = jax.ffi.ffi_call("shoal_linalg_eigh_cpu", out, vmap_method="broadcast_all")
         w, v, info = call(a, **attrs)

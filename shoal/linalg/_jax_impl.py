@@ -12,8 +12,9 @@ def _h(x):
     return jnp.conj(jnp.swapaxes(x, -1, -2))
 
 
-def jax_eigh(a, b, *, itype: int, vectors: bool, subset: int, il: int, iu: int,
-             vl: float, vu: float, m: int):
+def jax_eigh(
+    a, b, *, itype: int, vectors: bool, subset: int, il: int, iu: int, vl: float, vu: float, m: int
+):
     """Same contract as ``_ffi.kernel_eigh``: returns (w, v or None, info)."""
     n = a.shape[-1]
     if b is None:
@@ -39,11 +40,11 @@ def jax_eigh(a, b, *, itype: int, vectors: bool, subset: int, il: int, iu: int,
         finite_in &= jnp.all(jnp.isfinite(b), axis=(-2, -1))
     ok_out = jnp.all(jnp.isfinite(w), axis=-1)
     info = jnp.where(
-        ~finite_in, NON_FINITE_INPUT,
-        jnp.where(~chol_ok, n + 1, jnp.where(ok_out, 0, 1))).astype(jnp.int32)
+        ~finite_in, NON_FINITE_INPUT, jnp.where(~chol_ok, n + 1, jnp.where(ok_out, 0, 1))
+    ).astype(jnp.int32)
     if subset == 1:
-        w = w[..., il:iu + 1]
-        v = v[..., il:iu + 1]
+        w = w[..., il : iu + 1]
+        v = v[..., il : iu + 1]
     elif subset == 2:
         inside = (w > vl) & (w <= vu)
         first = jnp.sum(w <= vl, axis=-1, keepdims=True)
