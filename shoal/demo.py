@@ -27,7 +27,8 @@ def main(argv=None) -> None:
     jax.config.update("jax_enable_x64", True)
     from scipy.integrate import solve_ivp
 
-    from shoal.ode import Status, _ode_ext, solve
+    from shoal.ode import Status, _ode_ext
+    from shoal.ode.tsit5 import solve
 
     n = args.n
     rho = np.linspace(0.0, 50.0, n)

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
-from shoal.ode import Status, solve
+from shoal.ode import Status
+from shoal.ode.tsit5 import solve
 
 from ode_problems import decay, lorenz, oscillator
 

@@ -6,7 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from shoal.ode import Status, solve
+from shoal.ode import Status
+from shoal.ode.tsit5 import solve
 
 from ode_problems import blow_up, decay, lorenz, sqrt_domain
 

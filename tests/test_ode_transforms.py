@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from shoal.ode import solve
+from shoal.ode.tsit5 import solve
 
 from ode_problems import lorenz
 

@@ -44,7 +44,7 @@ def _as_float_array(name: str, x, dtype=None):
     return arr
 
 
-def solve(f, y0, t_span, params=None, *, method="tsit5", rtol=1e-8, atol=1e-10, first_step=None,
+def solve(f, y0, t_span, params=None, *, method="rodas5p", rtol=1e-8, atol=1e-10, first_step=None,
           max_steps=100_000, return_stats=False, error_weights=None, pcoeff=0.0, icoeff=1.0,
           dcoeff=0.0, lu_precision="fp64"):
     """Integrate an ensemble of ODE systems ``dy/dt = f(y, t, p)``.
