@@ -1,8 +1,8 @@
 // Scalar mathematics for models: one name per function for float and double, host and device.
 //
-// Generated models call these unqualified (`exp(x)`) inside a scope with `using namespace
-// shoal::math;`, so the same source also resolves to the dual-number and sparsity-tracer overloads,
-// found by argument-dependent lookup in their own namespaces.
+// Generated models call these unqualified (`exp(x)`) in a scope that opens with SHOAL_MATH_USING, so
+// the same source also resolves to the dual-number and sparsity-tracer overloads, found by
+// argument-dependent lookup in their own namespaces.
 //
 // max/min propagate NaN (as XLA does): a NaN produced inside a model must reach the error norm so the
 // step is rejected, never be silently dropped by fmax/fmin.
@@ -122,6 +122,26 @@ SHOAL_INLINE double primal(double x) { return x; }
 SHOAL_INLINE float primal(float x) { return x; }
 SHOAL_INLINE bool is_finite(double x) { return x - x == 0.0; }
 SHOAL_INLINE bool is_finite(float x) { return x - x == 0.0f; }
+
+// Using-declarations, not `using namespace shoal::math;`: a using-directive leaves the C library's
+// global ::exp(double) & co. visible beside these, so every unqualified call on a double would be
+// ambiguous. Block-scope using-declarations hide them and still let argument-dependent lookup add
+// the overloads of other scalar types.
+#define SHOAL_MATH_USING                                                                          \
+  using shoal::math::exp; using shoal::math::exp2; using shoal::math::log;                        \
+  using shoal::math::log1p; using shoal::math::expm1; using shoal::math::sqrt;                    \
+  using shoal::math::cbrt; using shoal::math::sin; using shoal::math::cos; using shoal::math::tan; \
+  using shoal::math::asin; using shoal::math::acos; using shoal::math::atan;                      \
+  using shoal::math::sinh; using shoal::math::cosh; using shoal::math::tanh;                      \
+  using shoal::math::asinh; using shoal::math::acosh; using shoal::math::atanh;                   \
+  using shoal::math::erf; using shoal::math::erfc; using shoal::math::floor;                      \
+  using shoal::math::ceil; using shoal::math::trunc; using shoal::math::fabs;                     \
+  using shoal::math::pow; using shoal::math::atan2; using shoal::math::fmod;                      \
+  using shoal::math::round_even; using shoal::math::round_away; using shoal::math::abs;           \
+  using shoal::math::rsqrt; using shoal::math::square; using shoal::math::logistic;               \
+  using shoal::math::sign; using shoal::math::max; using shoal::math::min;                        \
+  using shoal::math::clamp; using shoal::math::integer_pow; using shoal::math::primal;            \
+  using shoal::math::is_finite
 
 }  // namespace math
 }  // namespace shoal

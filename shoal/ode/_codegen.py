@@ -53,6 +53,7 @@ _STRUCTURAL = {
     "broadcast_in_dim": (0,), "transpose": (0,), "rev": (0,), "copy": (0,), "copy_p": (0,),
     "concatenate": None, "pad": (0, 1), "gather": (0,), "dynamic_slice": (0,),
     "dynamic_update_slice": (0, 1), "split": (0,), "stack": None, "select_n": None,
+    "tile": (0,), "unstack": (0,), "stop_gradient": (0,),
 }
 
 
@@ -83,12 +84,13 @@ def _eager():
 
 
 def _where(eqn) -> str:
+    """The user's file:line of an equation, or "" when JAX recorded none."""
     try:
         from jax._src import source_info_util
 
         return source_info_util.summarize(eqn.source_info)
     except Exception:  # noqa: BLE001 - source info is best effort
-        return "<unknown location>"
+        return ""
 
 
 def _is_float(dtype) -> bool:
@@ -175,6 +177,16 @@ class _Emitter:
 class _Translator:
     def __init__(self, emitter: _Emitter):
         self.em = emitter
+        self.calls: list = []  # enclosing call-like equations, innermost last
+
+    def where(self, eqn) -> str:
+        # Equations inside library functions (jnp.cumsum is a jit) carry no user frame; the
+        # nearest enclosing call that does is the line in f that the user can act on.
+        for e in (eqn, *reversed(self.calls)):
+            loc = _where(e)
+            if loc:
+                return loc
+        return "<unknown location>"
 
     # -- jaxpr walking ------------------------------------------------------------------------
     def run(self, jaxpr, consts, args):
@@ -225,14 +237,18 @@ class _Translator:
                 break
         if inner is None:
             raise NotImplementedError(
-                f"shoal cannot translate primitive '{eqn.primitive.name}' (at {_where(eqn)})")
+                f"shoal cannot translate primitive '{eqn.primitive.name}' (at {self.where(eqn)})")
         if isinstance(inner, jex_core.ClosedJaxpr):
             consts = [_const_sym(c) for c in inner.consts]
             jaxpr = inner.jaxpr
         else:
             consts, jaxpr = [], inner
         # custom_jvp/vjp calls may receive their consts as leading operands.
-        return self.run(jaxpr, consts, ins[len(ins) - len(jaxpr.invars):])
+        self.calls.append(eqn)
+        try:
+            return self.run(jaxpr, consts, ins[len(ins) - len(jaxpr.invars):])
+        finally:
+            self.calls.pop()
 
     def fold(self, eqn, ins):
         """Evaluate an equation with constant inputs using JAX itself."""
@@ -267,7 +283,7 @@ class _Translator:
                 if not s.is_const():
                     raise NotImplementedError(
                         f"'{name}' with indices that depend on the state, time or parameters is"
-                        f" not supported (at {_where(eqn)}); indices must be constants")
+                        f" not supported (at {self.where(eqn)}); indices must be constants")
                 bound.append(jnp.asarray(s.const_value()))
         params = dict(eqn.params)
         if "fill_value" in params:
@@ -277,7 +293,7 @@ class _Translator:
                 out = eqn.primitive.bind(*bound, **params)
         except Exception as err:  # noqa: BLE001
             raise NotImplementedError(
-                f"shoal cannot translate '{name}' with these parameters (at {_where(eqn)}): "
+                f"shoal cannot translate '{name}' with these parameters (at {self.where(eqn)}): "
                 f"{err}") from err
         outs = out if eqn.primitive.multiple_results else [out]
         results = []
@@ -295,8 +311,9 @@ class _Translator:
         out_aval = eqn.outvars[0].aval
         out_dtype = np.dtype(out_aval.dtype)
         shape = tuple(out_aval.shape)
-        arrays = [np.broadcast_to(s.elems, shape) for s in ins]
+        # First: an unsupported primitive (scan, argmax, ...) must be named, not fail to broadcast.
         fmt, ctype = self.format_for(eqn, ins, out_dtype)
+        arrays = [np.broadcast_to(s.elems, shape) for s in ins]
         out = np.empty(shape, dtype=object)
         for idx in np.ndindex(shape):
             operands = [self.em.render(a[idx], s.dtype) for a, s in zip(arrays, ins, strict=True)]
@@ -319,6 +336,8 @@ class _Translator:
             return _FLOAT_UNARY[name], ctype
         if name in ("neg", "abs") and not is_float:
             return ("(-{0})" if name == "neg" else "({0} < 0 ? -{0} : {0})"), ctype
+        if name == "sign" and not is_float:  # jnp.floor_divide on integers uses it
+            return f"static_cast<{ctype}>(({{0}} > 0) - ({{0}} < 0))", ctype
         if name in _COMPARE:
             return "({0} " + _COMPARE[name] + " {1})", "bool"
         if name in _LOGICAL:
@@ -348,7 +367,7 @@ class _Translator:
                     "optimization_barrier"):
             return self.convert_format(in_dtype, out_dtype), ctype
         raise NotImplementedError(
-            f"shoal cannot translate primitive '{name}' (at {_where(eqn)}); "
+            f"shoal cannot translate primitive '{name}' (at {self.where(eqn)}); "
             "supported: arithmetic, elementary functions, comparisons, select, indexing with "
             "constant indices, reductions and contractions")
 
