@@ -290,3 +290,18 @@ def test_jax_method_agrees_with_lapack():
 def test_empty_matrix():
     w, v = eigh(np.zeros((0, 0)))
     assert w.shape == (0,) and v.shape == (0, 0)
+
+
+@pytest.mark.parametrize("method", ["lapack", "jax"])
+def test_unread_triangle_may_hold_nan(method):
+    rng = np.random.default_rng(9)
+    a, b = rand_herm(rng, 4, np.float64), rand_spd(rng, 4, np.float64)
+    ref = sl.eigh(a, b, eigvals_only=True)
+    a_up, b_up = a.copy(), b.copy()
+    a_up[0, 3] = b_up[1, 2] = np.nan
+    w = eigh(a_up, b_up, lower=True, eigvals_only=True, method=method)
+    np.testing.assert_allclose(w, ref, atol=1e-12, rtol=0)
+    a_lo, b_lo = a.copy(), b.copy()
+    a_lo[3, 0] = b_lo[2, 1] = np.inf
+    w = eigh(a_lo, b_lo, lower=False, eigvals_only=True, method=method)
+    np.testing.assert_allclose(w, ref, atol=1e-12, rtol=0)

@@ -13,7 +13,7 @@ import numpy as np
 from jax.custom_derivatives import SymbolicZero
 
 from shoal.linalg import _ffi
-from shoal.linalg._jax_impl import jax_eigh
+from shoal.linalg._jax_impl import hermitian, jax_eigh
 from shoal.linalg._jvp import default_threshold, eigh_jvp
 
 __all__ = ["eigh", "eigh_gen"]
@@ -21,6 +21,7 @@ __all__ = ["eigh", "eigh_gen"]
 
 class _Config(NamedTuple):
     itype: int  # 0: standard problem; 1, 2, 3: generalized
+    lower: bool  # which triangle of a and b is read
     vectors: bool
     subset: int  # 0 all, 1 by index, 2 by value
     il: int
@@ -35,6 +36,7 @@ class _Config(NamedTuple):
 
 def _primal(a, b, cfg: _Config, vectors: bool):
     kw = dict(
+        lower=cfg.lower,
         itype=cfg.itype,
         vectors=vectors,
         subset=cfg.subset,
@@ -69,27 +71,19 @@ def _eigh_core_jvp(cfg: _Config, primals, tangents):
     # custom_jvp function itself (not the kernel) keeps the rule differentiable: higher orders
     # come back here.
     w, v, info = _eigh_core(a, b, cfg._replace(vectors=True))
-    da = None if isinstance(da, SymbolicZero) else da
-    db = None if (b is None or isinstance(db, SymbolicZero)) else db
+    # Only the named triangle is read, so the effective tangents are the Hermitian matrices that
+    # triangle defines; the transpose of this map sends cotangents back to that triangle alone.
+    da = None if isinstance(da, SymbolicZero) else hermitian(da, cfg.lower)
+    db = None if (b is None or isinstance(db, SymbolicZero)) else hermitian(db, cfg.lower)
+    b_full = None if b is None else hermitian(b, cfg.lower)
     threshold = default_threshold(w) if cfg.deg_thresh is None else cfg.deg_thresh
     dw, dv = eigh_jvp(
-        a, b, w, v, da, db, itype=cfg.itype, threshold=threshold, broadening=cfg.broadening
+        a, b_full, w, v, da, db, itype=cfg.itype, threshold=threshold, broadening=cfg.broadening
     )
     dinfo = np.zeros(info.shape, dtype=jax.dtypes.float0)
     if cfg.vectors:
         return (w, v, info), (dw, dv, dinfo)
     return (w, None, info), (dw, None, dinfo)
-
-
-def _hermitian(x, lower: bool):
-    """The Hermitian matrix whose named triangle is that of x (the other one is never read)."""
-    tri = jnp.tril(x, -1) if lower else jnp.triu(x, 1)
-    diag = jnp.real(jnp.diagonal(x, axis1=-2, axis2=-1)).astype(x.dtype)
-    return (
-        tri
-        + jnp.conj(jnp.swapaxes(tri, -1, -2))
-        + diag[..., None] * jnp.eye(x.shape[-1], dtype=x.dtype)
-    )
 
 
 def _as_matrix(x, name: str):
@@ -241,12 +235,13 @@ def _solve(
         broadening = "lorentzian"
     concrete = _is_concrete(a) and _is_concrete(b)
 
-    a = _hermitian(jnp.asarray(a, dtype), lower)
-    a = jnp.broadcast_to(a, batch + (n, n))
+    # No symmetrized copy: the kernels read the named triangle themselves.
+    a = jnp.broadcast_to(jnp.asarray(a, dtype), batch + (n, n))
     if b is not None:
-        b = jnp.broadcast_to(_hermitian(jnp.asarray(b, dtype), lower), batch + (n, n))
+        b = jnp.broadcast_to(jnp.asarray(b, dtype), batch + (n, n))
     cfg = _Config(
         itype=itype,
+        lower=bool(lower),
         vectors=not eigvals_only,
         subset=subset,
         il=il,

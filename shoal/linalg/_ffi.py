@@ -67,9 +67,21 @@ def _register() -> None:
 
 
 def kernel_eigh(
-    a, b, *, itype: int, vectors: bool, subset: int, il: int, iu: int, vl: float, vu: float, m: int
+    a,
+    b,
+    *,
+    lower: bool,
+    itype: int,
+    vectors: bool,
+    subset: int,
+    il: int,
+    iu: int,
+    vl: float,
+    vu: float,
+    m: int,
 ):
-    """One batched kernel call. ``a``/``b``: (..., n, n) Hermitian, same shape and dtype.
+    """One batched kernel call. ``a``/``b``: (..., n, n), same shape and dtype; only the
+    ``lower`` (else upper) triangle is read.
 
     Returns ``(w, v, info)``: w (..., m) real, v (..., n, m) or None, info (...,) int32.
     """
@@ -82,6 +94,7 @@ def kernel_eigh(
         jax.ShapeDtypeStruct(batch, np.int32),
     ]
     attrs = dict(
+        lower=bool(lower),
         vectors=bool(vectors),
         subset=np.int64(subset),
         il=np.int64(il),

@@ -12,11 +12,32 @@ def _h(x):
     return jnp.conj(jnp.swapaxes(x, -1, -2))
 
 
+def hermitian(x, lower: bool):
+    """The Hermitian matrix whose named triangle is that of x (the other one is never read)."""
+    tri = jnp.tril(x, -1) if lower else jnp.triu(x, 1)
+    diag = jnp.real(jnp.diagonal(x, axis1=-2, axis2=-1)).astype(x.dtype)
+    eye = jnp.eye(x.shape[-1], dtype=x.dtype)
+    return tri + jnp.conj(jnp.swapaxes(tri, -1, -2)) + diag[..., None] * eye
+
+
 def jax_eigh(
-    a, b, *, itype: int, vectors: bool, subset: int, il: int, iu: int, vl: float, vu: float, m: int
+    a,
+    b,
+    *,
+    lower: bool,
+    itype: int,
+    vectors: bool,
+    subset: int,
+    il: int,
+    iu: int,
+    vl: float,
+    vu: float,
+    m: int,
 ):
     """Same contract as ``_ffi.kernel_eigh``: returns (w, v or None, info)."""
     n = a.shape[-1]
+    a = hermitian(a, lower)
+    b = None if b is None else hermitian(b, lower)
     if b is None:
         w, v = jnp.linalg.eigh(a, symmetrize_input=False)
         chol_ok = jnp.ones(a.shape[:-2], bool)

@@ -62,8 +62,9 @@ ffi::Error run_batch(ffi::ThreadPool& pool, const EighProblem& p, int64_t batch,
 
 ffi::Error eigh_impl(ffi::ThreadPool pool, ffi::AnyBuffer a, const ffi::AnyBuffer* b,
                      ffi::Result<ffi::AnyBuffer> w, ffi::Result<ffi::AnyBuffer> v,
-                     ffi::Result<ffi::Buffer<ffi::S32>> info, bool vectors, int64_t subset,
-                     int64_t il, int64_t iu, double vl, double vu, int64_t itype) {
+                     ffi::Result<ffi::Buffer<ffi::S32>> info, bool lower, bool vectors,
+                     int64_t subset, int64_t il, int64_t iu, double vl, double vu,
+                     int64_t itype) {
   if (!lapack_ready()) {
     return ffi::Error::Internal("shoal.linalg: LAPACK function pointers were not set at import");
   }
@@ -87,6 +88,7 @@ ffi::Error eigh_impl(ffi::ThreadPool pool, ffi::AnyBuffer a, const ffi::AnyBuffe
   p.generalized = b != nullptr;
   p.itype = itype;
   p.vectors = vectors;
+  p.lower = lower;
   p.subset = static_cast<Subset>(subset);
   p.il = il;
   p.iu = iu;
@@ -133,15 +135,16 @@ ffi::Error eigh_impl(ffi::ThreadPool pool, ffi::AnyBuffer a, const ffi::AnyBuffe
 
 ffi::Error eigh_std(ffi::ThreadPool pool, ffi::AnyBuffer a, ffi::Result<ffi::AnyBuffer> w,
                     ffi::Result<ffi::AnyBuffer> v, ffi::Result<ffi::Buffer<ffi::S32>> info,
-                    bool vectors, int64_t subset, int64_t il, int64_t iu, double vl, double vu) {
-  return eigh_impl(pool, a, nullptr, w, v, info, vectors, subset, il, iu, vl, vu, 1);
+                    bool lower, bool vectors, int64_t subset, int64_t il, int64_t iu, double vl,
+                    double vu) {
+  return eigh_impl(pool, a, nullptr, w, v, info, lower, vectors, subset, il, iu, vl, vu, 1);
 }
 
 ffi::Error eigh_gen(ffi::ThreadPool pool, ffi::AnyBuffer a, ffi::AnyBuffer b,
                     ffi::Result<ffi::AnyBuffer> w, ffi::Result<ffi::AnyBuffer> v,
-                    ffi::Result<ffi::Buffer<ffi::S32>> info, bool vectors, int64_t subset,
-                    int64_t il, int64_t iu, double vl, double vu, int64_t itype) {
-  return eigh_impl(pool, a, &b, w, v, info, vectors, subset, il, iu, vl, vu, itype);
+                    ffi::Result<ffi::Buffer<ffi::S32>> info, bool lower, bool vectors,
+                    int64_t subset, int64_t il, int64_t iu, double vl, double vu, int64_t itype) {
+  return eigh_impl(pool, a, &b, w, v, info, lower, vectors, subset, il, iu, vl, vu, itype);
 }
 
 }  // namespace
@@ -154,6 +157,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(ShoalLinalgEighCpu, shoal::linalg::eigh_std,
                                   .Ret<ffi::AnyBuffer>()
                                   .Ret<ffi::AnyBuffer>()
                                   .Ret<ffi::Buffer<ffi::S32>>()
+                                  .Attr<bool>("lower")
                                   .Attr<bool>("vectors")
                                   .Attr<int64_t>("subset")
                                   .Attr<int64_t>("il")
@@ -169,6 +173,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(ShoalLinalgEighGenCpu, shoal::linalg::eigh_gen,
                                   .Ret<ffi::AnyBuffer>()
                                   .Ret<ffi::AnyBuffer>()
                                   .Ret<ffi::Buffer<ffi::S32>>()
+                                  .Attr<bool>("lower")
                                   .Attr<bool>("vectors")
                                   .Attr<int64_t>("subset")
                                   .Attr<int64_t>("il")

@@ -11,12 +11,21 @@ namespace shoal::linalg {
 namespace {
 
 template <typename T>
-bool all_finite(const T* x, int64_t count) {
-  for (int64_t i = 0; i < count; ++i) {
-    if constexpr (kIsComplex<T>) {
-      if (!std::isfinite(x[i].real()) || !std::isfinite(x[i].imag())) return false;
-    } else {
-      if (!std::isfinite(x[i])) return false;
+bool is_finite(const T& x) {
+  if constexpr (kIsComplex<T>) {
+    return std::isfinite(x.real()) && std::isfinite(x.imag());
+  } else {
+    return std::isfinite(x);
+  }
+}
+
+// Only the triangle LAPACK reads is checked: garbage in the other one is allowed, as in SciPy.
+template <typename T>
+bool triangle_finite(const T* x, int64_t n, bool lower) {
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t begin = lower ? 0 : i, end = lower ? i + 1 : n;
+    for (int64_t j = begin; j < end; ++j) {
+      if (!is_finite(x[i * n + j])) return false;
     }
   }
   return true;
@@ -91,7 +100,7 @@ template <typename T>
 void EighWorkspace<T>::query() {
   using F = LapackFns<T>;
   char jobz = p_.vectors ? 'V' : 'N';
-  char uplo = 'L';
+  char uplo = p_.lower ? 'U' : 'L';  // row-major lower = column-major upper
   lapack_int n = n_, lda = std::max<lapack_int>(1, n_), info = 0, query = -1;
   lapack_int itype = static_cast<lapack_int>(p_.itype);
   T work_q{};
@@ -164,7 +173,7 @@ template <typename T>
 int32_t EighWorkspace<T>::run_lapack(lapack_int* found) {
   using F = LapackFns<T>;
   char jobz = p_.vectors ? 'V' : 'N';
-  char uplo = 'L';
+  char uplo = p_.lower ? 'U' : 'L';  // row-major lower = column-major upper
   lapack_int n = n_, lda = std::max<lapack_int>(1, n_), info = 0;
   lapack_int itype = static_cast<lapack_int>(p_.itype);
   lapack_int lwork = lwork_, lrwork = lrwork_, liwork = liwork_;
@@ -229,7 +238,7 @@ int32_t EighWorkspace<T>::solve(const T* a, const T* b, R* w, T* v) {
   if (n == 0) return 0;
   int32_t status = 0;
   lapack_int found = 0;
-  if (!all_finite(a, nn) || (p_.generalized && !all_finite(b, nn))) {
+  if (!triangle_finite(a, n, p_.lower) || (p_.generalized && !triangle_finite(b, n, p_.lower))) {
     status = kNonFiniteInput;
   } else {
     std::memcpy(a_.data(), a, sizeof(T) * static_cast<size_t>(nn));

@@ -1,9 +1,10 @@
 // One dense (generalized) symmetric/Hermitian eigenproblem at a time, through LAPACK.
 //
-// Layout: inputs arrive row-major and Hermitian (the Python layer has already mirrored the named
-// triangle). Read column-major, such a matrix is its own conjugate, so LAPACK solves
-// conj(A) z = λ conj(B) z; the eigenvectors we want are conj(z). The copy-out therefore
-// transposes and conjugates, which also turns LAPACK's column-major Z into our row-major V.
+// Layout: inputs arrive row-major, and only one triangle of each is read (SciPy's semantics).
+// Read column-major, the row-major lower triangle is the upper one, and the Hermitian matrix it
+// defines is the conjugate of ours, so LAPACK (uplo flipped) solves conj(A) z = λ conj(B) z; the
+// eigenvectors we want are conj(z). The copy-out therefore transposes and conjugates, which also
+// turns LAPACK's column-major Z into our row-major V. No symmetrized copy is ever made.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,7 @@ struct EighProblem {
   bool generalized = false;
   int64_t itype = 1;        // 1: A v = λ B v, 2: A B v = λ v, 3: B A v = λ v
   bool vectors = true;      // jobz = 'V' (else 'N': eigenvalues only)
+  bool lower = true;        // read the row-major lower (else upper) triangle of a and b
   Subset subset = Subset::kAll;
   int64_t il = 0, iu = -1;  // 0-based, inclusive (kByIndex)
   double vl = 0, vu = 0;    // half-open (vl, vu] (kByValue)
@@ -39,7 +41,7 @@ class EighWorkspace {
   // May throw std::bad_alloc or std::length_error (workspace beyond 32-bit LAPACK integers).
   explicit EighWorkspace(const EighProblem& p);
 
-  // a, b: row-major n×n (b ignored for the standard problem). w: m values (NaN padding for a
+  // a, b: row-major n×n, only the named triangle read (b ignored for the standard problem). w: m values (NaN padding for a
   // by-value subset with fewer than m eigenvalues in range). v: row-major n×m, or nullptr when
   // !vectors. Returns the status code described above; on failure w and v are NaN.
   int32_t solve(const T* a, const T* b, R* w, T* v);
