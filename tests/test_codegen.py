@@ -52,7 +52,7 @@ SHOAL_TEST_EXPORT void eval_f32(const float* y, float t, const float* p, float* 
 """
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _load(source: str) -> ctypes.CDLL:
     lib = ctypes.CDLL(str(_jit.compile_library(source + _HARNESS)))
     for name, ctype in (("eval", ctypes.c_double), ("eval_f32", ctypes.c_float)):
@@ -99,7 +99,8 @@ def assert_matches(f, n_vars, n_params, dtype, y, t, p, *, rtol, floor=0.0):
     want = jax_eval(f, y, t, p, dtype)
     assert got.dtype == want.dtype == np.dtype(dtype)
     scale = np.maximum(np.abs(want.astype(np.float64)), floor)
-    err = np.abs(got.astype(np.float64) - want.astype(np.float64))
+    with np.errstate(invalid="ignore"):  # inf - inf; equal infinities pass through got == want
+        err = np.abs(got.astype(np.float64) - want.astype(np.float64))
     bad = ~((err <= rtol * scale) | (np.isnan(got) & np.isnan(want)) | (got == want))
     assert not bad.any(), (
         f"generated C++ differs from JAX at {np.flatnonzero(bad).tolist()}\n"
@@ -138,6 +139,8 @@ _K_BIG = max(DOT_TABLE_THRESHOLD // N + 4, 100)  # K*N multiply-adds: above the 
 _M_IN = _RNG.uniform(-1, 1, (_K_BIG, N)) / N
 _M_OUT = _RNG.uniform(-1, 1, (N, _K_BIG)) / _K_BIG
 _M_BATCH = _RNG.uniform(-1, 1, (2, _K_BIG, 3)) / 3
+_M_OUT_NONFINITE = _M_OUT.copy()
+_M_OUT_NONFINITE[1, 3], _M_OUT_NONFINITE[2, 5], _M_OUT_NONFINITE[4, :2] = np.inf, np.nan, -np.inf
 _W = np.linspace(-1.0, 2.0, N)
 
 
@@ -188,6 +191,36 @@ def _gathers(y, t, p):
     a = y[jnp.array([2, 0, 1, 5, 4, 3])]
     b = y.reshape(2, 3)[:, np.array([2, 0, 1])].reshape(N)
     return a + b * y[3] + jnp.take(p, jnp.array([1, 1, 0, 2, 0, 1]))
+
+
+def _gather_fill(y, t, p):
+    idx = jnp.array([0, 9, 2])  # 9 is out of bounds
+    i = (y * 4).astype(jnp.int32)
+    return jnp.concatenate([y.at[idx].get(mode="fill", fill_value=0.5),
+                            i.at[idx].get(mode="fill").astype(y.dtype) * 1e-9])
+
+
+def _nan_propagation(y, t, p):
+    nan_at_0 = y / y  # y[5] == 0
+    return (jnp.maximum(nan_at_0, 0.5) + jnp.minimum(0.5, nan_at_0) + jnp.sign(nan_at_0)
+            + lax.clamp(_c(-1.0, y), nan_at_0, _c(1.0, y)) + jnp.max(nan_at_0) * y)
+
+
+_K = np.linspace(0.1, 0.6, N)
+
+
+@jax.custom_jvp
+def _scale_by_array(u):
+    return u * jnp.asarray(_K, u.dtype)  # a closed-over jax array inside the custom rule
+
+
+_scale_by_array.defjvp(lambda primals, tangents: (_scale_by_array(primals[0]),
+                                                  _scale_by_array(tangents[0])))
+
+
+def _nested_calls(y, t, p):
+    inner = jax.jit(lambda v: _scale_by_array(v) * 2 + _scaled_sin(v, p[1]))
+    return jax.checkpoint(lambda u: inner(u) + _soft_abs(u))(y)
 
 
 def _table_batched(y, t, p):
@@ -247,8 +280,8 @@ CASES = [
      {"and", "or", "not", "xor"}),
     ("select_n", lambda y, t, p: jnp.where(y > t, jnp.sin(y), y * p[0]), {"select_n"}),
     ("select_n_int", _select3, {"select_n"}),
-    ("clamp", lambda y, t, p: lax.clamp(_c(-1.0, y), y, p[0]) + lax.clamp(y[:3] - 1, p, y[:3] + 1).sum(),
-     {"clamp"}),
+    ("clamp", lambda y, t, p: lax.clamp(_c(-1.0, y), y, p[0])
+     + lax.clamp(y[:3] - 1, p, y[:3] + 1).sum(), {"clamp"}),
     ("clip", lambda y, t, p: jnp.clip(y, -1, t), set()),
     ("convert_element_type",
      lambda y, t, p: (y * 4).astype(jnp.int32).astype(y.dtype) + (y > 0) + y.astype(bool),
@@ -277,6 +310,8 @@ CASES = [
     ("dot_table", lambda y, t, p: _c(_M_OUT, y) @ jnp.tanh(_c(_M_IN, y) @ y)
      + jnp.tanh(y @ _c(_M_IN.T, y)) @ _c(_M_OUT.T, y), {"dot_general"}),
     ("dot_table_batched", _table_batched, {"dot_general"}),
+    ("dot_table_nonfinite", lambda y, t, p: _c(_M_OUT_NONFINITE, y) @ jnp.tanh(_c(_M_IN, y) @ y),
+     {"dot_general"}),
     ("reduce_sum", lambda y, t, p: y.reshape(2, 3).sum(0).repeat(2) + jnp.sum(y), {"reduce_sum"}),
     ("reduce_max", lambda y, t, p: jnp.max(y.reshape(3, 2), axis=1).repeat(2) - jnp.max(y),
      {"reduce_max"}),
@@ -295,13 +330,22 @@ CASES = [
      lambda y, t, p: y * _c(_W, y) + jnp.asarray(_W[::-1], y.dtype) + _c(_M_SMALL[0], y),
      set()),
     ("stop_gradient", lambda y, t, p: lax.stop_gradient(y) * y, {"stop_gradient"}),
+    ("copy", lambda y, t, p: jnp.copy(y) + jnp.array(y), set()),
+    ("integer_square", lambda y, t, p: jnp.square((y * 4).astype(jnp.int32)).astype(y.dtype),
+     {"square"}),
+    ("gather_fill", _gather_fill, {"gather"}),
+    ("nan_propagation", _nan_propagation, {"max", "min", "sign", "clamp", "reduce_max"}),
+    ("reduce_and_or", lambda y, t, p: jnp.where(jnp.all(y > -2) & jnp.any(y > 2), y, t),
+     {"reduce_and", "reduce_or"}),
+    ("custom_jvp_closure", lambda y, t, p: _scale_by_array(y), {"custom_jvp_call"}),
+    ("nested_calls", _nested_calls, {"custom_jvp_call", "custom_vjp_call"}),
     ("uses_time_and_params", lambda y, t, p: jnp.sin(t * p[0]) * y + p[2], set()),
 ]
 
 
 # Long float32 sums with cancellation (XLA and the table loop add in different orders) are
 # compared relative to their terms' size rather than to the small result.
-_F32_FLOOR = {"dot_table": 1.0, "dot_table_batched": 1.0}
+_F32_FLOOR = {"dot_table": 1.0, "dot_table_batched": 1.0, "dot_table_nonfinite": 1.0}
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])

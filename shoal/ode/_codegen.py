@@ -93,6 +93,19 @@ def _where(eqn) -> str:
         return ""
 
 
+def _gather_fill(value, dtype):
+    """The element an out-of-bounds gather yields: fill_value, else JAX's default for dtype."""
+    dtype = np.dtype(dtype)
+    if value is not None:
+        return np.asarray(value, dtype=dtype).item()
+    if _is_float(dtype):
+        return float("nan")
+    if dtype == np.bool_:
+        return True
+    info = np.iinfo(dtype)
+    return int(info.max if jnp.issubdtype(dtype, jnp.unsignedinteger) else info.min)
+
+
 def _is_float(dtype) -> bool:
     return jnp.issubdtype(dtype, jnp.floating)
 
@@ -110,19 +123,24 @@ def _ctype(dtype) -> str:
     raise NotImplementedError(f"dtype {dtype} is not supported in a model")
 
 
+def _double(value) -> str:
+    """A C++ double constant expression (NaN and infinities have no literal)."""
+    v = float(value)
+    if math.isnan(v):
+        return "__builtin_nan(\"\")"
+    if math.isinf(v):
+        return "__builtin_huge_val()" if v > 0 else "-__builtin_huge_val()"
+    # repr() round-trips a double exactly; the value already has the jaxpr's precision.
+    return repr(v)
+
+
 def _literal(value, dtype) -> str:
     """C++ literal for a constant element of the given (jaxpr) dtype."""
     dtype = np.dtype(dtype)
     if dtype == np.bool_:
         return "true" if bool(value) else "false"
     if _is_float(dtype):
-        v = float(value)
-        if math.isnan(v):
-            return "T(__builtin_nan(\"\"))"
-        if math.isinf(v):
-            return "T(__builtin_huge_val())" if v > 0 else "T(-__builtin_huge_val())"
-        # repr() round-trips a double exactly; the value already has the jaxpr's precision.
-        return f"T({v!r})"
+        return f"T({_double(value)})"
     v = int(value)
     return f"{_ctype(dtype)}({v}LL)" if v < 0 else f"{_ctype(dtype)}({v}ULL)"
 
@@ -286,8 +304,10 @@ class _Translator:
                         f" not supported (at {self.where(eqn)}); indices must be constants")
                 bound.append(jnp.asarray(s.const_value()))
         params = dict(eqn.params)
+        fill = None
         if "fill_value" in params:
-            params["fill_value"] = -1
+            # Out-of-bounds gathers come back as id -1 and take the user's fill value (or JAX's).
+            fill, params["fill_value"] = params["fill_value"], -1
         try:
             with _eager():
                 out = eqn.primitive.bind(*bound, **params)
@@ -300,14 +320,14 @@ class _Translator:
         for o, var in zip(outs, eqn.outvars, strict=True):
             ids = np.asarray(o)
             elems = np.empty(ids.shape, dtype=object)
+            missing = _gather_fill(fill, var.aval.dtype)
             for idx in np.ndindex(ids.shape):
                 k = int(ids[idx])
-                elems[idx] = pool[k] if 0 <= k < len(pool) else float("nan")
+                elems[idx] = pool[k] if 0 <= k < len(pool) else missing
             results.append(_Sym(elems, var.aval.dtype))
         return results
 
     def elementwise(self, eqn, ins):
-        name = eqn.primitive.name
         out_aval = eqn.outvars[0].aval
         out_dtype = np.dtype(out_aval.dtype)
         shape = tuple(out_aval.shape)
@@ -338,6 +358,8 @@ class _Translator:
             return ("(-{0})" if name == "neg" else "({0} < 0 ? -{0} : {0})"), ctype
         if name == "sign" and not is_float:  # jnp.floor_divide on integers uses it
             return f"static_cast<{ctype}>(({{0}} > 0) - ({{0}} < 0))", ctype
+        if name == "square" and not is_float:
+            return "({0} * {0})", ctype
         if name in _COMPARE:
             return "({0} " + _COMPARE[name] + " {1})", "bool"
         if name in _LOGICAL:
@@ -461,7 +483,7 @@ class _Translator:
         nb, nk, nc = K.shape
         nv = V.shape[1]
         table = self.em.fresh("table")
-        values = ", ".join(repr(float(x)) for x in K.flat)
+        values = ", ".join(_double(x) for x in K.flat)
         self.em.tables.append(f"SHOAL_TABLE double {table}[{K.size}] = {{{values}}};")
         vec = self.em.fresh("operand")
         items = ", ".join(self.em.render(x, vdt) for x in V.flat)
