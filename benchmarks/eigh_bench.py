@@ -9,7 +9,8 @@ generalized problem with a random SPD B (and the standard problem), on single ma
     SciPy                      scipy.linalg.eigh (forward only, batches in a Python loop)
     jnp.linalg.eigh            standard problem only (JAX has no generalized solver)
 
-Times are medians of --repeats runs after a warm-up (compile) call, in milliseconds; "x" columns
+Times are medians of --repeats runs after a warm-up (compile) call, in milliseconds, with all
+peers of a case timed round-robin so that a changing machine load affects them alike; "x" columns
 are peer time / shoal time (> 1: shoal faster). "err" is the achieved error: max |w - w_scipy| /
 max |w_scipy| for the forward pass, and for gradients the relative difference from shoal's
 gradient (which the test suite checks against finite differences).
@@ -51,16 +52,6 @@ def load_seed_package(path: str | None):
         return seed
     except ImportError:
         return None
-
-
-def median_ms(fn, repeats: int) -> float:
-    jax.block_until_ready(fn())  # warm-up / compile
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn())
-        times.append(time.perf_counter() - t0)
-    return 1e3 * statistics.median(times)
 
 
 def make_problem(rng, batch, n):
@@ -128,6 +119,20 @@ def scipy_forward(a, b, generalized):
     return [sl.eigh(a[i], b[i] if generalized else None) for i in range(a.shape[0])]
 
 
+def interleaved_medians(fns: dict, repeats: int) -> dict:
+    """Median wall time (ms) of each callable, timed round-robin: on a shared machine whose load
+    changes during the run, every peer then sees the same conditions."""
+    for fn in fns.values():
+        jax.block_until_ready(fn())  # warm-up / compile
+    times = {k: [] for k in fns}
+    for _ in range(repeats):
+        for k, fn in fns.items():
+            t0 = time.perf_counter()
+            jax.block_until_ready(fn())
+            times[k].append(time.perf_counter() - t0)
+    return {k: 1e3 * statistics.median(v) for k, v in times.items()}
+
+
 def run_case(rng, seed, batch, n, generalized, repeats, rows):
     a, b = make_problem(rng, batch, n)
     aj, bj = jnp.asarray(a), jnp.asarray(b)
@@ -135,8 +140,8 @@ def run_case(rng, seed, batch, n, generalized, repeats, rows):
     kind = "gen" if generalized else "std"
     ref = scipy_forward(a, b, generalized)
     ref_w = ref[0] if a.ndim == 2 else np.stack([r[0] for r in ref])
-    t_scipy = median_ms(lambda: scipy_forward(a, b, generalized), repeats)
-    result = {"case": label, "problem": kind, "scipy_fwd": t_scipy}
+    result = {"case": label, "problem": kind}
+    timed = {"scipy_fwd": lambda: scipy_forward(a, b, generalized)}
     grads = {}
     for name, fn in peers(seed, generalized).items():
         fwd = jax.jit(fn)
@@ -145,19 +150,17 @@ def run_case(rng, seed, batch, n, generalized, repeats, rows):
                 lambda a, b, fn=fn: loss_from(*fn(a, b)), argnums=(0, 1) if generalized else 0
             )
         )
-        t_f = median_ms(lambda fwd=fwd: fwd(aj, bj), repeats)
         w, _ = fwd(aj, bj)
-        err = rel_err(w, ref_w)
+        result[f"{name}_err"] = rel_err(w, ref_w)
+        timed[f"{name}_fwd"] = lambda fwd=fwd: fwd(aj, bj)
         try:
-            t_g = median_ms(lambda vg=vg: vg(aj, bj), repeats)
             _, g = vg(aj, bj)
             grads[name] = g
+            timed[f"{name}_vg"] = lambda vg=vg: vg(aj, bj)
         except Exception as exc:  # a peer without a working gradient
             print(f"  {name}: value_and_grad failed: {type(exc).__name__}: {exc}"[:200])
-            t_g = float("nan")
-        result[f"{name}_fwd"] = t_f
-        result[f"{name}_vg"] = t_g
-        result[f"{name}_err"] = err
+            result[f"{name}_vg"] = float("nan")
+    result.update(interleaved_medians(timed, repeats))
     base = grads.get("shoal")
     for name, g in grads.items():
         if name != "shoal" and base is not None:
@@ -207,7 +210,7 @@ def print_row(r):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="small sizes, few repeats")
-    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--repeats", type=int, default=7)
     p.add_argument(
         "--eigh-path",
         default=os.environ.get("SHOAL_BENCH_EIGH_PATH"),

@@ -8,6 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.linalg as sl
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from shoal.linalg import eigh, eigh_gen
 
@@ -305,3 +307,33 @@ def test_unread_triangle_may_hold_nan(method):
     a_lo[3, 0] = b_lo[2, 1] = np.inf
     w = eigh(a_lo, b_lo, lower=False, eigvals_only=True, method=method)
     np.testing.assert_allclose(w, ref, atol=1e-12, rtol=0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    n=st.integers(1, 9),
+    batch=st.sampled_from([(), (2,), (2, 1)]),
+    dtype=st.sampled_from(DTYPES),
+    itype=st.sampled_from([0, 1, 2, 3]),
+    lower=st.booleans(),
+    seed=st.integers(0, 2**31 - 1),
+)
+def test_differential_against_scipy(n, batch, dtype, itype, lower, seed):
+    rng = np.random.default_rng(seed)
+    a = rand_herm(rng, n, dtype, batch)
+    b = None if itype == 0 else rand_spd(rng, n, dtype, batch)
+    w, v = eigh(a, b, lower=lower, type=max(itype, 1))
+    hi = np.complex128 if np.iscomplexobj(a) else np.float64
+    for idx in np.ndindex(*batch):
+        bi = None if b is None else b[idx].astype(hi)
+        ref = sl.eigh(a[idx].astype(hi), bi, type=max(itype, 1), eigvals_only=True)
+        scale = max(np.abs(ref).max(), 1.0)
+        np.testing.assert_allclose(w[idx], ref, atol=10 * tol(dtype) * scale, rtol=0)
+        check_solution(
+            a[idx],
+            None if b is None else b[idx],
+            max(itype, 1),
+            np.asarray(w[idx]),
+            np.asarray(v[idx]),
+            dtype,
+        )
