@@ -95,9 +95,9 @@ def compiled_model(f, n_vars: int, n_params: int, dtype, stepper: str) -> str:
 
 @functools.partial(jax.jit, static_argnames=("n_traj", "path", "stepper", "rtol", "atol",
                                              "first_step", "pcoeff", "icoeff", "dcoeff",
-                                             "max_steps"))
+                                             "max_steps", "n_error"))
 def ensemble_solve(y0, params, t_span, weights, *, n_traj: int, path: str, stepper: str, rtol,
-                   atol, first_step, pcoeff, icoeff, dcoeff, max_steps):
+                   atol, first_step, pcoeff, icoeff, dcoeff, max_steps, n_error=0):
     """ys (N, n_save, n) and int32 accepted/rejected/status (N,), N = n_traj.
 
     y0 (n,) or (N|1, n), params (n_p,) or (N|1, n_p), weights None or (n,) or (N|1, n) are
@@ -121,4 +121,5 @@ def ensemble_solve(y0, params, t_span, weights, *, n_traj: int, path: str, stepp
     return call(y0, params, t_span, weights, model_path=path, entry=f"shoal_ode_{stepper}",
                 rtol=np.float64(rtol), atol=np.float64(atol), first_step=np.float64(first_step),
                 pcoeff=np.float64(pcoeff), icoeff=np.float64(icoeff),
-                dcoeff=np.float64(dcoeff), max_steps=np.int64(max_steps))
+                dcoeff=np.float64(dcoeff), max_steps=np.int64(max_steps),
+                n_error=np.int64(n_error))

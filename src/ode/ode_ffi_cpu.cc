@@ -38,9 +38,9 @@ ffi::Error invalid(std::string msg) {
 ffi::Error solve_impl(ffi::AnyBuffer y0, ffi::AnyBuffer params, ffi::AnyBuffer t_span,
                       ffi::AnyBuffer weights, std::string_view model_path, std::string_view entry,
                       double rtol, double atol, double first_step, double pcoeff, double icoeff,
-                      double dcoeff, int64_t max_steps, ffi::Result<ffi::AnyBuffer> ys,
-                      ffi::Result<ffi::AnyBuffer> accepted, ffi::Result<ffi::AnyBuffer> rejected,
-                      ffi::Result<ffi::AnyBuffer> status) {
+                      double dcoeff, int64_t max_steps, int64_t n_error,
+                      ffi::Result<ffi::AnyBuffer> ys, ffi::Result<ffi::AnyBuffer> accepted,
+                      ffi::Result<ffi::AnyBuffer> rejected, ffi::Result<ffi::AnyBuffer> status) {
   LoadedModel model;
   std::string error;
   if (!load_model(std::string(model_path), std::string(entry), &model, &error)) {
@@ -98,6 +98,7 @@ ffi::Error solve_impl(ffi::AnyBuffer y0, ffi::AnyBuffer params, ffi::AnyBuffer t
   a.icoeff = icoeff;
   a.dcoeff = dcoeff;
   a.max_steps = max_steps;
+  a.n_error = static_cast<int32_t>(n_error);
   if (n_traj == 0) return ffi::Error::Success();
 
   // Small chunks keep the load balanced when step counts differ wildly between trajectories.
@@ -112,12 +113,13 @@ ffi::Error solve_guarded(ffi::AnyBuffer y0, ffi::AnyBuffer params, ffi::AnyBuffe
                          ffi::AnyBuffer weights, std::string_view model_path,
                          std::string_view entry, double rtol, double atol, double first_step,
                          double pcoeff, double icoeff, double dcoeff, int64_t max_steps,
-                         ffi::Result<ffi::AnyBuffer> ys, ffi::Result<ffi::AnyBuffer> accepted,
-                         ffi::Result<ffi::AnyBuffer> rejected, ffi::Result<ffi::AnyBuffer> status) {
+                         int64_t n_error, ffi::Result<ffi::AnyBuffer> ys,
+                         ffi::Result<ffi::AnyBuffer> accepted, ffi::Result<ffi::AnyBuffer> rejected,
+                         ffi::Result<ffi::AnyBuffer> status) {
   // No C++ exception may cross into XLA.
   try {
     return solve_impl(y0, params, t_span, weights, model_path, entry, rtol, atol, first_step,
-                      pcoeff, icoeff, dcoeff, max_steps, ys, accepted, rejected, status);
+                      pcoeff, icoeff, dcoeff, max_steps, n_error, ys, accepted, rejected, status);
   } catch (const std::exception& e) {
     return ffi::Error(ffi::ErrorCode::kInternal, std::string("shoal.ode.solve: ") + e.what());
   } catch (...) {
@@ -143,6 +145,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(ShoalOdeSolveCpu, shoal::solve_guarded,
                                   .Attr<double>("icoeff")
                                   .Attr<double>("dcoeff")
                                   .Attr<int64_t>("max_steps")
+                                  .Attr<int64_t>("n_error")
                                   .Ret<ffi::AnyBuffer>()  // ys
                                   .Ret<ffi::AnyBuffer>()  // accepted
                                   .Ret<ffi::AnyBuffer>()  // rejected

@@ -11,21 +11,26 @@
 
 // Bump whenever EnsembleArgs or the exported entry signatures change: the host refuses a library
 // built against a different layout instead of reading garbage.
-#define SHOAL_ODE_ABI_VERSION 1
+#define SHOAL_ODE_ABI_VERSION 2
 
 extern "C" {
 
 // Layouts (row-major, T = float or double as the library was compiled for):
-//   y0      (n_traj, n_vars)         params  (n_traj, n_params)     weights (n_traj, n_vars) or
-//   null t_span  (n_traj / t_span_group, n_save): trajectory m uses row m / t_span_group ys
-//   (n_traj, n_save, n_vars) accepted, rejected, status  (n_traj,) int32
+//   y0       (n_traj, n_vars)
+//   params   (n_traj, n_params)
+//   weights  (n_traj, n_vars), or null for all ones
+//   t_span   (n_traj / t_span_group, n_save): trajectory m uses row m / t_span_group
+//   ys       (n_traj, n_save, n_vars)
+//   accepted, rejected, status  (n_traj,) int32
+// n_error: the error norm covers components [0, n_error) only (0 = all): a sensitivity solve
+// without sensitivity error control steps exactly as the plain solve.
 typedef struct ShoalEnsembleArgs {
   int64_t n_traj;
   int64_t t_span_group;
   int32_t n_vars;
   int32_t n_params;
   int32_t n_save;
-  int32_t reserved;
+  int32_t n_error;
   const void* y0;
   const void* params;
   const void* t_span;
@@ -58,6 +63,7 @@ SHOAL_HD IntegrateOptions<T> options_from(const ShoalEnsembleArgs& a) {
   o.controller.dcoeff = T(a.dcoeff);
   o.first_step = T(a.first_step);
   o.max_steps = a.max_steps;
+  o.error_components = a.n_error;
   return o;
 }
 

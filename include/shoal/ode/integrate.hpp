@@ -17,8 +17,9 @@ namespace ode {
 template <class T>
 struct IntegrateOptions {
   ControllerOptions<T> controller;
-  T first_step;       // ≤ 0 or non-finite: 1e-6 · (t_final − t_0)
-  int64_t max_steps;  // attempts (accepted + rejected)
+  T first_step;              // ≤ 0 or non-finite: 1e-6 · (t_final − t_0)
+  int64_t max_steps;         // attempts (accepted + rejected)
+  int error_components = 0;  // the norm covers components [0, this) only; 0 = all
 };
 
 struct IntegrateStats {
@@ -59,6 +60,8 @@ SHOAL_HD Status integrate(const T* y0, const T* p, const T* t_span, int n_save, 
     T h = opt.first_step;
     if (!(h > T(0)) || !math::is_finite(h)) h = T(1e-6) * (t_final - t0);
 
+    const int n_error =
+        opt.error_components > 0 && opt.error_components < n ? opt.error_components : n;
     S stepper;
     stepper.init(y, t, p);
     PidController<T> ctrl{opt.controller, S::error_order};
@@ -83,7 +86,7 @@ SHOAL_HD Status integrate(const T* y0, const T* p, const T* t_span, int n_save, 
       }
       ++attempts;
       stepper.step(y, t, h, p, y_new, err);
-      const T norm = error_norm(n, err, y, y_new, weights, ctrl.opt);
+      const T norm = error_norm(n_error, err, y, y_new, weights, ctrl.opt);
       const bool accepted = PidController<T>::accepts(norm);
       const T factor = ctrl.factor(norm, accepted);
       if (!accepted) {
