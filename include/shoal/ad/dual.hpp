@@ -229,7 +229,28 @@ SHOAL_DUAL_UNARY(abs, abs(a), a > T(0) ? T(1) : (a < T(0) ? T(-1) : T(0)))
 SHOAL_DUAL_UNARY(fabs, abs(a), a > T(0) ? T(1) : (a < T(0) ? T(-1) : T(0)))
 #undef SHOAL_DUAL_UNARY
 
+// sign is piecewise constant: zero derivative everywhere, at 0 too (math::sign returns x there,
+// which would carry x's tangents).
+template <class T, int N>
+SHOAL_INLINE Dual<T, N> sign(const Dual<T, N>& x) {
+  using math::sign;
+  return Dual<T, N>(sign(x.v));
+}
+
+// Whether a scalar or a dual (value and every nested tangent) is exactly zero.
+SHOAL_INLINE bool is_zero(double x) { return x == 0.0; }
+SHOAL_INLINE bool is_zero(float x) { return x == 0.0f; }
+template <class T, int N>
+SHOAL_INLINE bool is_zero(const Dual<T, N>& x) {
+  bool z = is_zero(x.v);
+  for (int k = 0; k < N; ++k) z = z && is_zero(x.d[k]);
+  return z;
+}
+
 // a^b: ∂/∂a = b a^{b−1} (0 where b = 0), ∂/∂b = a^b ln a (0 where a = 0), JAX's conventions.
+// A direction in which a (or b) does not move contributes nothing, even where its partial is not
+// finite: a constant exponent (every literal, T(2.0)) must not bring ln a, NaN for a < 0, and a
+// constant base must not bring b a^{b−1}, infinite at a = 0 for b < 1 (JAX's symbolic zeros).
 template <class T, int N>
 SHOAL_INLINE Dual<T, N> pow(const Dual<T, N>& x, const Dual<T, N>& y) {
   SHOAL_MATH_USING;
@@ -238,7 +259,9 @@ SHOAL_INLINE Dual<T, N> pow(const Dual<T, N>& x, const Dual<T, N>& y) {
   const T db = x.v == T(0) ? T(0) : r * log(x.v);
   Dual<T, N> out;
   out.v = r;
-  for (int k = 0; k < N; ++k) out.d[k] = da * x.d[k] + db * y.d[k];
+  for (int k = 0; k < N; ++k) {
+    out.d[k] = (is_zero(x.d[k]) ? T(0) : da * x.d[k]) + (is_zero(y.d[k]) ? T(0) : db * y.d[k]);
+  }
   return out;
 }
 template <class T, int N, class S>
