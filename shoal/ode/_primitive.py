@@ -26,11 +26,14 @@ LU_PRECISIONS = ("fp64", "fp32")
 for _name, _capsule in _ode_ext.registrations().items():
     jax.ffi.register_ffi_target(_name, _capsule, platform="cpu")
 
-# Stepper variants: what one compiled entry point integrates with.
+# Stepper variants: what one compiled entry point integrates with. Each has a plain form and a
+# form for the joint [y, S] sensitivity system (None: any stepper integrates it as a model).
 _STEPPERS = {
-    "tsit5": ("shoal/ode/tsit5.hpp", "shoal::ode::Tsit5"),
-    "rodas5p_lu64": ("shoal/ode/rodas5p.hpp", "shoal::ode::Rodas5PLu64"),
-    "rodas5p_lu32": ("shoal/ode/rodas5p.hpp", "shoal::ode::Rodas5PLu32"),
+    "tsit5": ("shoal/ode/tsit5.hpp", "shoal::ode::Tsit5", None),
+    "rodas5p_lu64": ("shoal/ode/rodas5p.hpp", "shoal::ode::Rodas5PLu64",
+                     "shoal::ode::Rodas5PSensitivityLu64"),
+    "rodas5p_lu32": ("shoal/ode/rodas5p.hpp", "shoal::ode::Rodas5PLu32",
+                     "shoal::ode::Rodas5PSensitivityLu32"),
 }
 
 
@@ -41,37 +44,56 @@ def stepper_variant(method: str, lu_precision: str) -> str:
     return method
 
 
-def library_source(model: _codegen.GeneratedModel, stepper: str) -> str:
-    """The complete translation unit for one (model, stepper, dtype)."""
-    header, stepper_type = _STEPPERS[stepper]
+def entry_name(stepper: str, sens: tuple[bool, bool] | None) -> str:
+    if sens is None:
+        return f"shoal_ode_{stepper}"
+    return f"shoal_ode_{stepper}_sens{'_y0' if sens[0] else ''}{'_p' if sens[1] else ''}"
+
+
+def library_source(model: _codegen.GeneratedModel, stepper: str,
+                   sens: tuple[bool, bool] | None = None) -> str:
+    """The complete translation unit for one (model, stepper, dtype, sensitivity columns).
+
+    ``sens = (with_y0, with_params)`` selects the joint system [y, S] with those columns.
+    """
+    header, stepper_type, sens_stepper_type = _STEPPERS[stepper]
     ctype = "double" if model.dtype == np.float64 else "float"
     bits = 64 if model.dtype == np.float64 else 32
+    model_type = "shoal_generated::Model"
+    includes = [header]
+    if sens is not None:
+        flags = ", ".join("true" if x else "false" for x in sens)
+        model_type = f"shoal::ode::Sensitivity<shoal_generated::Model, {flags}>"
+        includes.append("shoal/ode/sensitivity.hpp")
+        if sens_stepper_type is not None:
+            stepper_type = sens_stepper_type
+            includes.append("shoal/ode/rodas5p_sensitivity.hpp")
     return "\n".join([
         model.source,
         '#include "shoal/ode/ensemble.hpp"',
-        f'#include "{header}"',
+        *(f'#include "{h}"' for h in includes),
         "",
         '#define SHOAL_EXPORT extern "C" __attribute__((visibility("default"), used))',
+        f"using ShoalSolvedModel = {model_type};",
         "SHOAL_EXPORT const char shoal_cache_key[] = SHOAL_CACHE_KEY;",
         "SHOAL_EXPORT int32_t shoal_abi_version() { return SHOAL_ODE_ABI_VERSION; }",
         "SHOAL_EXPORT void shoal_model_info(int32_t* n_vars, int32_t* n_params, int32_t* bits) {",
-        "  *n_vars = shoal_generated::Model::n_vars;",
-        "  *n_params = shoal_generated::Model::n_params;",
+        "  *n_vars = ShoalSolvedModel::n_vars;",
+        "  *n_params = ShoalSolvedModel::n_params;",
         f"  *bits = {bits};",
         "}",
-        f"SHOAL_EXPORT void shoal_ode_{stepper}(const ShoalEnsembleArgs* a, int64_t begin, "
-        "int64_t end) {",
-        f"  shoal::ode::solve_range<{stepper_type}, shoal_generated::Model, {ctype}>(*a, begin, "
-        "end);",
+        f"SHOAL_EXPORT void {entry_name(stepper, sens)}(const ShoalEnsembleArgs* a, "
+        "int64_t begin, int64_t end) {",
+        f"  shoal::ode::solve_range<{stepper_type}, ShoalSolvedModel, {ctype}>(*a, begin, end);",
         "}",
         "",
     ])
 
 
 @functools.lru_cache(maxsize=512)
-def _build(source: str, stepper: str) -> str:
+def _build(source: str, entry: str) -> str:
     path = str(_jit.compile_library(source))
-    _ode_ext.load_model(path, f"shoal_ode_{stepper}")
+    _ode_ext.load_model(path, entry)
     return path
 
 
@@ -80,36 +102,28 @@ def _build(source: str, stepper: str) -> str:
 _traced: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def compiled_model(f, n_vars: int, n_params: int, dtype, stepper: str) -> str:
+def compiled_model(f, n_vars: int, n_params: int, dtype, stepper: str,
+                   sens: tuple[bool, bool] | None = None) -> str:
     """Path of the loaded library solving ``f`` with ``stepper`` in ``dtype``."""
-    signature = (n_vars, n_params, np.dtype(dtype).name, stepper)
+    signature = (n_vars, n_params, np.dtype(dtype).name, stepper, sens)
     try:
         per_f = _traced.setdefault(f, {})
     except TypeError:  # not weak-referenceable: trace every time
         per_f = {}
     if signature not in per_f:
         model = _codegen.generate_model(f, n_vars, n_params, dtype)
-        per_f[signature] = _build(library_source(model, stepper), stepper)
+        per_f[signature] = _build(library_source(model, stepper, sens), entry_name(stepper, sens))
     return per_f[signature]
 
 
-@functools.partial(jax.jit, static_argnames=("n_traj", "path", "stepper", "rtol", "atol",
-                                             "first_step", "pcoeff", "icoeff", "dcoeff",
-                                             "max_steps", "n_error"))
-def ensemble_solve(y0, params, t_span, weights, *, n_traj: int, path: str, stepper: str, rtol,
-                   atol, first_step, pcoeff, icoeff, dcoeff, max_steps, n_error=0):
-    """ys (N, n_save, n) and int32 accepted/rejected/status (N,), N = n_traj.
+def ensemble_solve(y0, params, t_span, weights, *, path: str, entry: str, rtol, atol, first_step,
+                   pcoeff, icoeff, dcoeff, max_steps, n_error=0):
+    """One FFI call: ys (N, n_save, n) and int32 accepted/rejected/status (N,).
 
-    y0 (n,) or (N|1, n), params (n_p,) or (N|1, n_p), weights None or (n,) or (N|1, n) are
-    broadcast to the ensemble here, inside one jit, so an eager solve is a single dispatch.
+    y0 and weights are (N, n), params (N, n_params), t_span (n_save,); under vmap every operand
+    gains the same leading batch dimensions and the handler folds them into the ensemble.
     """
-    def ensemble(x):  # (k,) or (N|1, k) -> (N, k); explicit rows, since k may be 0
-        return jnp.broadcast_to(x.reshape(x.shape[0] if x.ndim == 2 else 1, x.shape[-1]),
-                                (n_traj, x.shape[-1]))
-
-    n = y0.shape[-1]
-    y0, params = ensemble(y0), ensemble(params)
-    weights = jnp.ones((n_traj, n), y0.dtype) if weights is None else ensemble(weights)
+    n_traj, n = y0.shape
     n_save = t_span.shape[-1]
     out_types = (
         jax.ShapeDtypeStruct((n_traj, n_save, n), y0.dtype),
@@ -118,7 +132,7 @@ def ensemble_solve(y0, params, t_span, weights, *, n_traj: int, path: str, stepp
         jax.ShapeDtypeStruct((n_traj,), jnp.int32),
     )
     call = jax.ffi.ffi_call(TARGET, out_types, vmap_method="broadcast_all")
-    return call(y0, params, t_span, weights, model_path=path, entry=f"shoal_ode_{stepper}",
+    return call(y0, params, t_span, weights, model_path=path, entry=entry,
                 rtol=np.float64(rtol), atol=np.float64(atol), first_step=np.float64(first_step),
                 pcoeff=np.float64(pcoeff), icoeff=np.float64(icoeff),
                 dcoeff=np.float64(dcoeff), max_steps=np.int64(max_steps),

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from shoal.ode import _primitive
+from shoal.ode._sensitivities import SolveConfig, run
 
 
 def _concrete(x):
@@ -46,7 +47,7 @@ def _as_float_array(name: str, x, dtype=None):
 
 def solve(f, y0, t_span, params=None, *, method="rodas5p", rtol=1e-8, atol=1e-10, first_step=None,
           max_steps=100_000, return_stats=False, error_weights=None, pcoeff=0.0, icoeff=1.0,
-          dcoeff=0.0, lu_precision="fp64"):
+          dcoeff=0.0, sens_error_control=True, lu_precision="fp64"):
     """Integrate an ensemble of ODE systems ``dy/dt = f(y, t, p)``.
 
     Parameters
@@ -76,6 +77,10 @@ def solve(f, y0, t_span, params=None, *, method="rodas5p", rtol=1e-8, atol=1e-10
         Non-negative weights on each component's error; 0 drops a component from step control.
     pcoeff, icoeff, dcoeff : float
         PID controller gains (default: the integral controller).
+    sens_error_control : bool
+        When differentiated (jvp, grad, jacfwd, ...): include the sensitivities in the error
+        norm (default), tying the gradient's accuracy to rtol. ``False`` takes exactly the
+        plain solve's steps and returns its values.
     lu_precision : {"fp64", "fp32"}
         Rodas5P only: precision of the factorisation of ``I/(hγ) − J``; the state and stages keep
         y0's precision. A W-method keeps its order with an approximate factorisation; fp32 may
@@ -84,7 +89,8 @@ def solve(f, y0, t_span, params=None, *, method="rodas5p", rtol=1e-8, atol=1e-10
     Returns
     -------
     ys : array, shape ``(N, n_save, n)``
-        The solution at ``t_span`` (``ys[:, 0] == y0``). A failed trajectory has NaN from the
+        The solution at ``t_span`` (``ys[:, 0] == y0``). Differentiable with respect to ``y0``
+        and ``params`` by continuous forward sensitivities (first order). A failed trajectory has NaN from the
         first save it could not reach; its status says why (see :class:`shoal.ode.Status`).
     stats : dict, only if ``return_stats``
     """
@@ -146,11 +152,12 @@ def solve(f, y0, t_span, params=None, *, method="rodas5p", rtol=1e-8, atol=1e-10
         if w_values is not None and not np.all((w_values >= 0) & np.isfinite(w_values)):
             raise ValueError("error_weights must be finite and >= 0")
 
-    stepper = _primitive.stepper_variant(method, lu_precision)
-    path = _primitive.compiled_model(f, n, params.shape[-1], dtype, stepper)
-    ys, accepted, rejected, status = _primitive.ensemble_solve(
-        y0, params, t_span, weights, n_traj=N, path=path, stepper=stepper, rtol=rtol, atol=atol,
-        first_step=-1.0 if first_step is None else first_step, max_steps=max_steps, **gains)
+    cfg = SolveConfig(
+        f=f, n_vars=n, n_params=params.shape[-1], dtype=np.dtype(dtype).name,
+        stepper=_primitive.stepper_variant(method, lu_precision), rtol=rtol, atol=atol,
+        first_step=-1.0 if first_step is None else first_step, max_steps=max_steps,
+        sens_error_control=bool(sens_error_control), **gains)
+    ys, accepted, rejected, status = run(y0, params, t_span, weights, cfg=cfg, n_traj=N)
     if return_stats:
         return ys, {"accepted": accepted, "rejected": rejected, "status": status}
     return ys
