@@ -46,6 +46,25 @@ def _openblas_local_threads_address() -> int:
     return 0
 
 
+def _threaded_blas_min_order() -> int:
+    """SHOAL_LINALG_BLAS_THREADS: "auto" (default: a lone matrix with n >= 256 uses the BLAS's own
+    threads, as SciPy would), "off" (always one BLAS thread per solve: robust on a machine shared
+    with other busy processes), or an integer n (the order from which threads are used)."""
+    import os
+
+    value = os.environ.get("SHOAL_LINALG_BLAS_THREADS", "auto").strip().lower()
+    if value in ("", "auto"):
+        return 256
+    if value == "off":
+        return 2**62
+    try:
+        return max(0, int(value))
+    except ValueError:
+        raise ValueError(
+            f"SHOAL_LINALG_BLAS_THREADS must be 'auto', 'off' or an integer; got {value!r}"
+        ) from None
+
+
 def _register() -> None:
     global _registered
     if _registered:
@@ -61,6 +80,7 @@ def _register() -> None:
     for name in _linalg_ext.lapack_names():
         _linalg_ext.set_lapack(name, capi[name])
     _linalg_ext.set_blas_local_threads_function(_openblas_local_threads_address())
+    _linalg_ext.set_threaded_blas_min_order(_threaded_blas_min_order())
     for name, capsule in _linalg_ext.registrations().items():
         jax.ffi.register_ffi_target(name, capsule, platform="cpu")
     _registered = True

@@ -19,8 +19,6 @@ namespace {
 // Below this many flops (n³ per element, summed) a call runs on the calling thread: waking pool
 // threads costs more than it saves.
 constexpr double kParallelFlops = 2.0e5;
-// Matrices smaller than this are solved with single-threaded BLAS.
-constexpr int64_t kThreadedBlasOrder = 256;
 
 template <typename T>
 ffi::Error run_batch(ffi::ThreadPool& pool, const EighProblem& p, int64_t batch, const void* a_raw,
@@ -38,7 +36,7 @@ ffi::Error run_batch(ffi::ThreadPool& pool, const EighProblem& p, int64_t batch,
   const int64_t max_workers = flops < kParallelFlops ? 1 : batch;
   // One LAPACK call per core already fills the machine; a lone small matrix gains nothing from
   // BLAS threads either. A lone large matrix keeps the BLAS's own threading, as in SciPy.
-  const bool single_threaded_blas = max_workers > 1 || p.n < kThreadedBlasOrder;
+  const bool single_threaded_blas = max_workers > 1 || p.n < threaded_blas_min_order();
   auto body = [&](int64_t begin, int64_t end) {
     try {
       ScopedSingleThreadedBlas blas_guard(single_threaded_blas);

@@ -81,7 +81,11 @@ bool lapack_ready() {
 namespace {
 using SetLocalThreads = int(int);
 std::atomic<SetLocalThreads*> g_set_local_threads{nullptr};
+std::atomic<int64_t> g_threaded_blas_min_order{256};
 }  // namespace
+
+void set_threaded_blas_min_order(int64_t n) { g_threaded_blas_min_order.store(n); }
+int64_t threaded_blas_min_order() { return g_threaded_blas_min_order.load(); }
 
 void set_blas_local_threads_function(void* fn) {
   g_set_local_threads.store(reinterpret_cast<SetLocalThreads*>(fn));

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <complex>
+#include <cstdint>
 #include <string>
 
 namespace shoal::linalg {
@@ -103,6 +104,11 @@ bool lapack_ready();
 // call per core must not have each call fan out over the cores again: on a loaded 2-core machine
 // that oversubscription made 32×32 solves ten times slower.
 void set_blas_local_threads_function(void* fn);
+
+// A lone matrix of at least this order keeps the BLAS's own threading (default 256; smaller ones,
+// and every matrix of a parallel batch, run with one BLAS thread).
+void set_threaded_blas_min_order(int64_t n);
+int64_t threaded_blas_min_order();
 
 // Limits BLAS threads of the calling thread to one for its lifetime (no-op without the hook).
 class ScopedSingleThreadedBlas {

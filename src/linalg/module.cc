@@ -44,4 +44,6 @@ NB_MODULE(_linalg_ext, m) {
       },
       nb::arg("address"),
       "Address of OpenBLAS's openblas_set_num_threads_local (0 to disable).");
+  m.def("set_threaded_blas_min_order", &shoal::linalg::set_threaded_blas_min_order,
+        nb::arg("n"), "Lone matrices of at least this order use the BLAS's own threads.");
 }
