@@ -223,6 +223,17 @@ def _nested_calls(y, t, p):
     return jax.checkpoint(lambda u: inner(u) + _soft_abs(u))(y)
 
 
+def _scans(y, t, p):
+    def step(carry, x):
+        return carry * 0.5 + x * t, carry * x
+
+    carry, ys = lax.scan(step, y[0], y[1:4])  # xs in, ys out
+    _, ys_rev = lax.scan(step, p[0], y[:2], reverse=True)
+    looped = lax.fori_loop(0, 3, lambda i, c: jnp.sin(c) + i, y)  # Python-int bounds: a scan
+    poly = jnp.polyval(_c([0.5, -1.0, 2.0], y), y)
+    return looped + poly + carry + jnp.concatenate([ys, ys_rev, ys[:1]])
+
+
 def _table_batched(y, t, p):
     m = _c(_M_BATCH, y)
     h = jnp.tanh(jnp.einsum("bkc,bc->bk", m, y.reshape(2, 3)))  # table, const lhs
@@ -339,6 +350,10 @@ CASES = [
      {"reduce_and", "reduce_or"}),
     ("custom_jvp_closure", lambda y, t, p: _scale_by_array(y), {"custom_jvp_call"}),
     ("nested_calls", _nested_calls, {"custom_jvp_call", "custom_vjp_call"}),
+    ("scan", _scans, {"scan"}),
+    ("while_constant_trip_count",
+     lambda y, t, p: lax.fori_loop(0, jnp.int32(4), lambda i, c: c * t + i.astype(c.dtype), y),
+     {"while"}),
     ("uses_time_and_params", lambda y, t, p: jnp.sin(t * p[0]) * y + p[2], set()),
 ]
 
@@ -503,6 +518,10 @@ OPS = {
     "dot_small": (1, (), False, _dot_small),
     "dot_table": (1, (), False, _dot_table),
     "iota": (1, (), False, lambda a, k: a * jnp.arange(N) / N),
+    # loops with a static trip count, unrolled
+    "fori_loop": (1, (), False,
+                  lambda a, k: lax.fori_loop(0, 1 + k % 3, lambda i, c: jnp.sin(c) * 0.9 + 0.1 * i,
+                                             a)),
 }
 
 _LEAVES = 4  # y, t, p, a constant
@@ -590,8 +609,8 @@ def _unsupported_while(y, t, p):
     return lax.fori_loop(0, p[0].astype(jnp.int32), lambda i, c: c * 0.5, y)
 
 
-def _unsupported_scan(y, t, p):
-    return lax.fori_loop(0, 3, lambda i, c: c * 0.5, y)
+def _unsupported_long_loop(y, t, p):
+    return lax.fori_loop(0, _codegen.MAX_UNROLL + 1, lambda i, c: c * 0.5, y)
 
 
 def _unsupported_argmax(y, t, p):
@@ -606,7 +625,7 @@ def _unsupported_cond(y, t, p):
     (_unsupported_cumsum, "cumsum"),
     (_unsupported_sort, "sort"),
     (_unsupported_while, "while"),
-    (_unsupported_scan, "scan"),
+    (_unsupported_long_loop, "scan"),
     (_unsupported_argmax, "argmax"),
     (_unsupported_cond, "cond"),
 ], ids=lambda v: v if isinstance(v, str) else "")

@@ -24,6 +24,8 @@ import numpy as np
 
 # Above this many multiply-adds a contraction with a constant operand becomes a table-driven loop.
 DOT_TABLE_THRESHOLD = 512
+# Loops with a trip count known at trace time are unrolled, up to this many iterations.
+MAX_UNROLL = 10_000
 
 _CALL_LIKE = {"jit", "pjit", "closed_call", "core_call", "custom_jvp_call", "custom_vjp_call",
               "custom_vjp_call_jaxpr", "remat", "remat2", "checkpoint", "custom_lin"}
@@ -244,7 +246,55 @@ class _Translator:
             return [self.dot_general(eqn, ins[0], ins[1])]
         if name == "iota":
             return self.fold(eqn, ins)
+        if name in ("scan", "while"):
+            self.calls.append(eqn)
+            try:
+                return self.scan(eqn, ins) if name == "scan" else self.while_loop(eqn, ins)
+            finally:
+                self.calls.pop()
         return [self.elementwise(eqn, ins)]
+
+    def _closed(self, closed, args):
+        return self.run(closed.jaxpr, [_const_sym(c) for c in closed.consts], list(args))
+
+    def scan(self, eqn, ins):
+        """Unroll a scan (fori_loop with Python-int bounds, jnp.polyval): its length is static."""
+        p = eqn.params
+        length, nc, nk = int(p["length"]), p["num_consts"], p["num_carry"]
+        if length > MAX_UNROLL:
+            raise NotImplementedError(
+                f"a 'scan' of {length} iterations is too long to unroll (at {self.where(eqn)}); "
+                f"at most {MAX_UNROLL}")
+        consts, carry, xs = ins[:nc], list(ins[nc:nc + nk]), ins[nc + nk:]
+        y_avals = [v.aval for v in eqn.outvars[nk:]]
+        ys = [[None] * length for _ in y_avals]
+        for i in reversed(range(length)) if p["reverse"] else range(length):
+            x_i = [_Sym(x.elems[i:i + 1].reshape(x.shape[1:]), x.dtype) for x in xs]
+            outs = self._closed(p["jaxpr"], [*consts, *carry, *x_i])
+            carry = outs[:nk]
+            for y, out in zip(ys, outs[nk:], strict=True):
+                y[i] = out.elems
+        stacked = [_Sym(np.stack(y) if length else np.empty(tuple(a.shape), dtype=object),
+                        a.dtype) for y, a in zip(ys, y_avals, strict=True)]
+        return carry + stacked
+
+    def while_loop(self, eqn, ins):
+        """Unroll a while loop whose condition is a constant at every iteration."""
+        p = eqn.params
+        nc, nb = p["cond_nconsts"], p["body_nconsts"]
+        cond_consts, body_consts, carry = ins[:nc], ins[nc:nc + nb], list(ins[nc + nb:])
+        for _ in range(MAX_UNROLL + 1):
+            (go,) = self._closed(p["cond_jaxpr"], [*cond_consts, *carry])
+            if not go.is_const():
+                raise NotImplementedError(
+                    f"'while' with a trip count that depends on the state, time or parameters is "
+                    f"not supported (at {self.where(eqn)}); loop bounds must be constants")
+            if not bool(go.const_value()):
+                return carry
+            carry = self._closed(p["body_jaxpr"], [*body_consts, *carry])
+        raise NotImplementedError(
+            f"a 'while' loop ran over {MAX_UNROLL} iterations while being unrolled "
+            f"(at {self.where(eqn)})")
 
     def call(self, eqn, ins):
         params = eqn.params
