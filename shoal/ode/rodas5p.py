@@ -1,4 +1,4 @@
-"""Rodas5P (Rosenbrock-W 5(4), stiff) ensemble solver: ``shoal.ode.solve(method="rodas5p")``."""
+"""Rodas5P (Rosenbrock 5(4), stiff) ensemble solver: ``shoal.ode.solve(method="rodas5p")``."""
 
 import functools
 

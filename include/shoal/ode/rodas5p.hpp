@@ -1,4 +1,4 @@
-// Rodas5P (Steinebach 2023): an 8-stage, order-5, stiffly accurate Rosenbrock-W method with an
+// Rodas5P (Steinebach 2023): an 8-stage, order-5, stiffly accurate Rosenbrock method with an
 // embedded order-4 solution and a 3-vector continuous extension of order 4.
 //
 // Written in the transformed form (Hairer-Wanner IV.7) that needs no matrix-vector products with J:
@@ -6,8 +6,12 @@
 //   M k_i = f(u_i, t + c_i h) + h d_i ∂f/∂t + Σ_{j<i} (C_ij / h) k_j,
 // with y_new = u_8 + k_8 (stiffly accurate: the solution is the last stage's point plus its
 // increment) and error estimate k_8. One Jacobian, one ∂f/∂t and ONE factorisation of M serve all
-// eight stage solves; the d_i terms keep full order on non-autonomous problems. Being a W-method
-// its order survives an approximate Jacobian, which is what makes an fp32 factorisation sound.
+// eight stage solves; the d_i terms keep full order on non-autonomous problems.
+//
+// Order 5 needs the exact Jacobian: with an arbitrary approximation only W-order 2 remains
+// (tests/cpp/test_rodas5p_tableau.cc checks both). An fp32 factorisation perturbs M at float
+// rounding only (~1e-7 relative), which measured runs show as an error floor near 1e-11 and a
+// few extra steps, not as a lost order; it is offered for speed and memory, not as exact.
 //
 // Coefficients: the published tableau (OrdinaryDiffEq.jl lists them); stages 7 and 8 reuse row 6
 // of a with unit weights on the increments (a_7j = a_6j, a_76 = 1; a_8j = a_7j, a_87 = 1), c_6..8 =
