@@ -131,18 +131,34 @@ ffi::Error eigh_impl(ffi::ThreadPool pool, ffi::AnyBuffer a, const ffi::AnyBuffe
   }
 }
 
+// No C++ exception may cross the FFI boundary (e.g. bad_alloc setting up the workers).
+template <typename F>
+ffi::Error guarded(F&& f) {
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    return ffi::Error::Internal(std::string("shoal.linalg eigh kernel: ") + e.what());
+  } catch (...) {
+    return ffi::Error::Internal("shoal.linalg eigh kernel: unknown error");
+  }
+}
+
 ffi::Error eigh_std(ffi::ThreadPool pool, ffi::AnyBuffer a, ffi::Result<ffi::AnyBuffer> w,
                     ffi::Result<ffi::AnyBuffer> v, ffi::Result<ffi::Buffer<ffi::S32>> info,
                     bool lower, bool vectors, int64_t subset, int64_t il, int64_t iu, double vl,
                     double vu) {
-  return eigh_impl(pool, a, nullptr, w, v, info, lower, vectors, subset, il, iu, vl, vu, 1);
+  return guarded([&] {
+    return eigh_impl(pool, a, nullptr, w, v, info, lower, vectors, subset, il, iu, vl, vu, 1);
+  });
 }
 
 ffi::Error eigh_gen(ffi::ThreadPool pool, ffi::AnyBuffer a, ffi::AnyBuffer b,
                     ffi::Result<ffi::AnyBuffer> w, ffi::Result<ffi::AnyBuffer> v,
                     ffi::Result<ffi::Buffer<ffi::S32>> info, bool lower, bool vectors,
                     int64_t subset, int64_t il, int64_t iu, double vl, double vu, int64_t itype) {
-  return eigh_impl(pool, a, &b, w, v, info, lower, vectors, subset, il, iu, vl, vu, itype);
+  return guarded([&] {
+    return eigh_impl(pool, a, &b, w, v, info, lower, vectors, subset, il, iu, vl, vu, itype);
+  });
 }
 
 }  // namespace
