@@ -337,3 +337,32 @@ def test_differential_against_scipy(n, batch, dtype, itype, lower, seed):
             np.asarray(v[idx]),
             dtype,
         )
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128])
+@pytest.mark.parametrize("itype", [0, 2])
+@pytest.mark.parametrize("eigvals_only", [False, True])
+def test_batched_subsets(dtype, itype, eigvals_only):
+    rng = np.random.default_rng(12)
+    n = 6
+    a = rand_herm(rng, n, dtype, batch=(4,))
+    b = None if itype == 0 else rand_spd(rng, n, dtype, batch=(4,))
+    hi = np.complex128 if np.iscomplexobj(a) else np.float64
+    for kw in (dict(subset_by_index=(3, 5)), dict(subset_by_value=(-2.0, 2.0))):
+        out = eigh(a, b, type=max(itype, 1), eigvals_only=eigvals_only, **kw)
+        w = np.asarray(out if eigvals_only else out[0])
+        for i in range(4):
+            bi = None if b is None else b[i].astype(hi)
+            ref = sl.eigh(a[i].astype(hi), bi, type=max(itype, 1), eigvals_only=True, **kw)
+            k = len(ref)
+            np.testing.assert_allclose(w[i, :k], ref, atol=100 * tol(dtype), rtol=0)
+            assert np.all(np.isnan(w[i, k:]))
+            if not eigvals_only and k:
+                check_solution(
+                    a[i],
+                    None if b is None else b[i],
+                    max(itype, 1),
+                    w[i, :k],
+                    np.asarray(out[1][i])[:, :k],
+                    dtype,
+                )
