@@ -18,9 +18,8 @@
 // 1 and d_6..8 = 0, as for every stiffly accurate Rodas method.
 #pragma once
 
-#include "shoal/ad/jacobian.hpp"
 #include "shoal/config.hpp"
-#include "shoal/linalg/dense_lu.hpp"
+#include "shoal/ode/iteration_matrix.hpp"
 
 namespace shoal {
 namespace ode {
@@ -72,16 +71,17 @@ struct Rodas5PTableau {
   };
 };
 
-// One trajectory's Rodas5P working storage and step. LuScalar is the factorisation's precision.
-template <class LuScalar>
-struct Rodas5PWith {
+// One trajectory's Rodas5P working storage and step. Matrix<Model> is the iteration-matrix policy
+// (DenseIterationMatrix, or a generated sparse one), which fixes the factorisation's precision.
+template <template <class> class Matrix>
+struct Rodas5PUsing {
   template <class Model, class T>
   struct Stepper {
     using Tab = Rodas5PTableau;
     static constexpr int n = Model::n_vars;
     static constexpr int error_order = 5;  // embedded order 4: local error estimate O(h^5)
 
-    linalg::DenseLU<LuScalar, n> lu;  // holds −J, then M = I/(hγ) − J, then its factors
+    Matrix<Model> M;
     T k[Tab::stages][n];
     T dense[3][n];
     T y_end[n];
@@ -92,14 +92,10 @@ struct Rodas5PWith {
       T f0[n], ft[n], u[n], rhs[n];
       // The Jacobian is taken afresh at (t, y) on every attempt, so a rejected step's retry sees
       // exactly what a first attempt would.
-      ad::rhs_and_jacobian<Model, T, LuScalar>(y, t, p, f0, lu.a, ft);
-      const LuScalar diag = LuScalar(T(1) / (h * T(Tab::gamma)));
-      for (int i = 0; i < n * n; ++i) lu.a[i] = -lu.a[i];
-      for (int i = 0; i < n; ++i) lu.a[i * n + i] += diag;
-      lu.factor();
+      M.assemble(y, t, p, T(1) / (h * T(Tab::gamma)), f0, ft);
 
       for (int i = 0; i < n; ++i) rhs[i] = f0[i] + h * T(Tab::d[0]) * ft[i];
-      lu.solve(rhs);
+      M.solve(rhs);
       for (int i = 0; i < n; ++i) k[0][i] = rhs[i];
 
       const T inv_h = T(1) / h;
@@ -115,7 +111,7 @@ struct Rodas5PWith {
           for (int j = 0; j < s; ++j) acc += T(Tab::C[s][j]) * k[j][i];
           rhs[i] += h * T(Tab::d[s]) * ft[i] + inv_h * acc;
         }
-        lu.solve(rhs);
+        M.solve(rhs);
         for (int i = 0; i < n; ++i) k[s][i] = rhs[i];
       }
       for (int i = 0; i < n; ++i) {
@@ -149,11 +145,11 @@ struct Rodas5PWith {
 // Rodas5P factorising in the state's precision, and with the factorisation's precision fixed
 // (lu_precision="fp64" / "fp32"; the state and stage vectors keep the solve's precision).
 template <class Model, class T>
-using Rodas5P = typename Rodas5PWith<T>::template Stepper<Model, T>;
+using Rodas5P = typename Rodas5PUsing<DenseMatrixOf<T>::template Type>::template Stepper<Model, T>;
 template <class Model, class T>
-using Rodas5PLu64 = typename Rodas5PWith<double>::template Stepper<Model, T>;
+using Rodas5PLu64 = typename Rodas5PUsing<DenseMatrixLu64>::template Stepper<Model, T>;
 template <class Model, class T>
-using Rodas5PLu32 = typename Rodas5PWith<float>::template Stepper<Model, T>;
+using Rodas5PLu32 = typename Rodas5PUsing<DenseMatrixLu32>::template Stepper<Model, T>;
 
 }  // namespace ode
 }  // namespace shoal

@@ -12,17 +12,17 @@
 #pragma once
 
 #include "shoal/ad/dual.hpp"
-#include "shoal/ad/jacobian.hpp"
 #include "shoal/config.hpp"
-#include "shoal/linalg/dense_lu.hpp"
+#include "shoal/ode/iteration_matrix.hpp"
 #include "shoal/ode/rodas5p.hpp"
 #include "shoal/ode/sensitivity.hpp"
 
 namespace shoal {
 namespace ode {
 
-template <class LuScalar>
-struct Rodas5PSensitivityWith {
+// Matrix<Base> is the iteration-matrix policy for the state block M0 (dense or sparse).
+template <template <class> class Matrix>
+struct Rodas5PSensitivityUsing {
   // SensModel is a Sensitivity<Base, ...>; T the solve's precision.
   template <class SensModel, class T>
   struct Stepper {
@@ -36,7 +36,7 @@ struct Rodas5PSensitivityWith {
     using Inner = ad::Dual<T, m>;
     using Outer = ad::Dual<Inner, 1>;
 
-    linalg::DenseLU<LuScalar, n> lu;
+    Matrix<Base> M0;
     T k[Tab::stages][nz];
     T dense[3][nz];
     T z_end[nz];
@@ -83,24 +83,19 @@ struct Rodas5PSensitivityWith {
 
     // Block forward substitution: r (joint) is overwritten by M⁻¹ r.
     SHOAL_HD void joint_solve(const T* z0, const T& t, const T* p, T* r) const {
-      lu.solve(r);  // k_y
+      M0.solve(r);  // k_y
       T Lk[n * m];
       coupling(z0, t, p, r, Lk);
       for (int c = 0; c < m; ++c) {
         T* rc = r + n * (1 + c);
         for (int i = 0; i < n; ++i) rc[i] += Lk[c * n + i];
-        lu.solve(rc);
+        M0.solve(rc);
       }
     }
 
     SHOAL_HD void step(const T* z, T t, T h, const T* p, T* z_new, T* err) {
       T f0[n], ft[n], F0[nz], Ft[nz], u[nz], rhs[nz];
-      // J_y into the factorisation's storage (f0 and ft come again, jointly, below).
-      ad::rhs_and_jacobian<Base, T, LuScalar>(z, t, p, f0, lu.a, ft);
-      const LuScalar diag = LuScalar(T(1) / (h * T(Tab::gamma)));
-      for (int i = 0; i < n * n; ++i) lu.a[i] = -lu.a[i];
-      for (int i = 0; i < n; ++i) lu.a[i * n + i] += diag;
-      lu.factor();
+      M0.assemble(z, t, p, T(1) / (h * T(Tab::gamma)), f0, ft);
       joint_rhs_and_dt(z, t, p, F0, Ft);
       // The state rows exactly as the plain Rodas5P computes them, so that without sensitivity
       // error control the joint solve steps, and its y values are, bit for bit the plain solve's.
@@ -158,10 +153,10 @@ struct Rodas5PSensitivityWith {
 
 template <class SensModel, class T>
 using Rodas5PSensitivityLu64 =
-    typename Rodas5PSensitivityWith<double>::template Stepper<SensModel, T>;
+    typename Rodas5PSensitivityUsing<DenseMatrixLu64>::template Stepper<SensModel, T>;
 template <class SensModel, class T>
 using Rodas5PSensitivityLu32 =
-    typename Rodas5PSensitivityWith<float>::template Stepper<SensModel, T>;
+    typename Rodas5PSensitivityUsing<DenseMatrixLu32>::template Stepper<SensModel, T>;
 
 }  // namespace ode
 }  // namespace shoal
