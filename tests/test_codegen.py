@@ -234,6 +234,14 @@ def _scans(y, t, p):
     return looped + poly + carry + jnp.concatenate([ys, ys_rev, ys[:1]])
 
 
+def _conds(y, t, p):
+    a = lax.cond(y[0] > 0.5, lambda u: jnp.log(u), lambda u: u * t, y)  # log(<0) not taken
+    b = lax.switch((y[1] * 2).astype(jnp.int32), [jnp.sin, lambda u: -u, lambda u: u * p[0]], y)
+    c = lax.cond(t > 10.0, jnp.cos, jnp.sin, y)  # predicate depends on t only
+    d = lax.cond(True, jnp.cos, jnp.sin, y)  # constant predicate
+    return a + b + c + d
+
+
 def _table_batched(y, t, p):
     m = _c(_M_BATCH, y)
     h = jnp.tanh(jnp.einsum("bkc,bc->bk", m, y.reshape(2, 3)))  # table, const lhs
@@ -351,6 +359,7 @@ CASES = [
     ("custom_jvp_closure", lambda y, t, p: _scale_by_array(y), {"custom_jvp_call"}),
     ("nested_calls", _nested_calls, {"custom_jvp_call", "custom_vjp_call"}),
     ("scan", _scans, {"scan"}),
+    ("cond", _conds, {"cond"}),
     ("while_constant_trip_count",
      lambda y, t, p: lax.fori_loop(0, jnp.int32(4), lambda i, c: c * t + i.astype(c.dtype), y),
      {"while"}),
@@ -519,6 +528,8 @@ OPS = {
     "dot_table": (1, (), False, _dot_table),
     "iota": (1, (), False, lambda a, k: a * jnp.arange(N) / N),
     # loops with a static trip count, unrolled
+    "cond": (2, (0,), False,
+             lambda a, b, k: lax.cond(a[k % N] > 0, jnp.sin, lambda u: u * 0.5, b)),
     "fori_loop": (1, (), False,
                   lambda a, k: lax.fori_loop(0, 1 + k % 3, lambda i, c: jnp.sin(c) * 0.9 + 0.1 * i,
                                              a)),
@@ -617,17 +628,12 @@ def _unsupported_argmax(y, t, p):
     return y * jnp.argmax(y)
 
 
-def _unsupported_cond(y, t, p):
-    return lax.cond(t > 0, lambda: y, lambda: -y)
-
-
 @pytest.mark.parametrize("f, primitive", [
     (_unsupported_cumsum, "cumsum"),
     (_unsupported_sort, "sort"),
     (_unsupported_while, "while"),
     (_unsupported_long_loop, "scan"),
     (_unsupported_argmax, "argmax"),
-    (_unsupported_cond, "cond"),
 ], ids=lambda v: v if isinstance(v, str) else "")
 def test_unsupported_primitive_names_it_and_the_line(f, primitive):
     with pytest.raises(NotImplementedError) as info:

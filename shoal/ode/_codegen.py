@@ -246,10 +246,10 @@ class _Translator:
             return [self.dot_general(eqn, ins[0], ins[1])]
         if name == "iota":
             return self.fold(eqn, ins)
-        if name in ("scan", "while"):
+        if name in ("scan", "while", "cond"):
             self.calls.append(eqn)
             try:
-                return self.scan(eqn, ins) if name == "scan" else self.while_loop(eqn, ins)
+                return getattr(self, {"while": "while_loop"}.get(name, name))(eqn, ins)
             finally:
                 self.calls.pop()
         return [self.elementwise(eqn, ins)]
@@ -277,6 +277,27 @@ class _Translator:
         stacked = [_Sym(np.stack(y) if length else np.empty(tuple(a.shape), dtype=object),
                         a.dtype) for y, a in zip(ys, y_avals, strict=True)]
         return carry + stacked
+
+    def cond(self, eqn, ins):
+        """lax.cond/switch: every branch is evaluated and the taken one selected (they are pure,
+        and a NaN in a branch not taken must not leak, which selecting guarantees)."""
+        index, ops, branches = ins[0], ins[1:], eqn.params["branches"]
+        if index.is_const():
+            return self._closed(branches[int(index.const_value())], ops)
+        results = [self._closed(b, ops) for b in branches]
+        i = self.em.render(index.elems[()], index.dtype)
+        outs = []
+        for j, var in enumerate(eqn.outvars):
+            dtype = np.dtype(var.aval.dtype)
+            out = np.empty(tuple(var.aval.shape), dtype=object)
+            for idx in np.ndindex(out.shape):
+                cases = [self.em.render(r[j].elems[idx], dtype) for r in results]
+                expr = cases[-1]
+                for k in range(len(cases) - 2, -1, -1):
+                    expr = f"({i} == {k} ? {cases[k]} : {expr})"
+                out[idx] = self.em.assign(_ctype(dtype), expr)
+            outs.append(_Sym(out, dtype))
+        return outs
 
     def while_loop(self, eqn, ins):
         """Unroll a while loop whose condition is a constant at every iteration."""
