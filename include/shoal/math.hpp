@@ -117,6 +117,11 @@ SHOAL_INLINE T integer_pow(const T& x, int n) {
   }
   return invert ? T(1) / result : result;
 }
+// select_n: which value the predicate picks (the sparsity tracer overloads it to join both).
+template <class T>
+SHOAL_INLINE T select(bool pred, const T& on_true, const T& on_false) {
+  return pred ? on_true : on_false;
+}
 // The primal value of a scalar; dual numbers overload it to strip their tangents.
 SHOAL_INLINE double primal(double x) { return x; }
 SHOAL_INLINE float primal(float x) { return x; }
@@ -140,7 +145,7 @@ SHOAL_INLINE bool is_finite(float x) { return x - x == 0.0f; }
   using shoal::math::round_even; using shoal::math::round_away; using shoal::math::abs;           \
   using shoal::math::rsqrt; using shoal::math::square; using shoal::math::logistic;               \
   using shoal::math::sign; using shoal::math::max; using shoal::math::min;                        \
-  using shoal::math::clamp; using shoal::math::integer_pow; using shoal::math::primal;            \
+  using shoal::math::clamp; using shoal::math::integer_pow; using shoal::math::primal; using shoal::math::select;            \
   using shoal::math::is_finite
 
 }  // namespace math

@@ -6,7 +6,8 @@ Python constants or the names of C++ scalar locals. Elementwise primitives emit 
 element; data-movement primitives (slice, gather, reshape, concatenate, ...) emit nothing at all -
 they are evaluated by JAX itself on arrays of element ids, so their semantics are JAX's by
 construction; equations whose inputs are all constant are folded by JAX. Large contractions with a
-constant matrix become loops over a static table so the source stays bounded.
+constant matrix become loops over a static table so the source stays bounded. Loops whose trip
+count is known at trace time are unrolled; ``lax.cond`` evaluates every branch and selects.
 
 The result is ``template <class T> static void rhs(const T* y, const T& t, const T* p, T* dy)``,
 instantiable with float, double, dual numbers or a sparsity tracer.
@@ -246,10 +247,11 @@ class _Translator:
             return [self.dot_general(eqn, ins[0], ins[1])]
         if name == "iota":
             return self.fold(eqn, ins)
-        if name in ("scan", "while", "cond"):
+        control = {"scan": self.scan, "while": self.while_loop, "cond": self.cond}.get(name)
+        if control is not None:
             self.calls.append(eqn)
             try:
-                return getattr(self, {"while": "while_loop"}.get(name, name))(eqn, ins)
+                return control(eqn, ins)
             finally:
                 self.calls.pop()
         return [self.elementwise(eqn, ins)]
@@ -402,7 +404,7 @@ class _Translator:
         out_aval = eqn.outvars[0].aval
         out_dtype = np.dtype(out_aval.dtype)
         shape = tuple(out_aval.shape)
-        # First: an unsupported primitive (scan, argmax, ...) must be named, not fail to broadcast.
+        # First: an unsupported primitive (sort, argmax, ...) must be named, not fail to broadcast.
         fmt, ctype = self.format_for(eqn, ins, out_dtype)
         arrays = [np.broadcast_to(s.elems, shape) for s in ins]
         out = np.empty(shape, dtype=object)
@@ -448,21 +450,23 @@ class _Translator:
         if name == "clamp":
             return "clamp({0}, {1}, {2})", ctype
         if name == "select_n":
-            # select_n(pred, case0, case1, ...): pred is bool or an integer case index.
+            # select_n(pred, case0, case1, ...): pred is bool or an integer case index. Floats go
+            # through select() so that the sparsity tracer can join both branches.
             n = len(ins) - 1
+            pick = "select({}, {}, {})" if _is_float(out_dtype) else "({} ? {} : {})"
             if n == 2 or ins[0].dtype == np.bool_:
-                return "({0} ? {2} : {1})", ctype
+                return pick.format("{0}", "{2}", "{1}"), ctype
             expr = "{" + str(n) + "}"
             for k in range(n - 2, -1, -1):
-                expr = "({0} == " + str(k) + " ? {" + str(k + 1) + "} : " + expr + ")"
+                expr = pick.format("{0} == " + str(k), "{" + str(k + 1) + "}", expr)
             return expr, ctype
         if name in ("convert_element_type", "copy", "copy_p", "reduce_precision",
                     "optimization_barrier"):
             return self.convert_format(in_dtype, out_dtype), ctype
         raise NotImplementedError(
             f"shoal cannot translate primitive '{name}' (at {self.where(eqn)}); "
-            "supported: arithmetic, elementary functions, comparisons, select, indexing with "
-            "constant indices, reductions and contractions")
+            "supported: arithmetic, elementary functions, comparisons, select, cond, loops with "
+            "constant bounds, indexing with constant indices, reductions and contractions")
 
     @staticmethod
     def convert_format(src, dst) -> str:
