@@ -1,0 +1,64 @@
+// The Rosenbrock iteration matrix M = I/(hγ) − J with a sparse direct solver compiled for one
+// pattern (the interchangeable twin of DenseIterationMatrix in iteration_matrix.hpp).
+//
+// Structure is generated per pattern on the host (shoal/ode/_sparse.py): a fill-reducing
+// symmetric permutation (AMD), the exact symbolic factorisation, one CSR image of L+U, the column
+// colouring, and the factor/solve routines (straight-line or table-driven). Here the Jacobian is
+// recovered with one dual-number sweep per colour — columns sharing no row are seeded together —
+// and each −J_ij is written straight into its CSR slot; fill slots are cleared first, the
+// diagonal gets 1/(hγ), and the factorisation runs in place without pivoting: the symmetric
+// permutation keeps the diagonal on the diagonal, where 1/(hγ) grows as the step shrinks.
+#pragma once
+
+#include "shoal/ad/dual.hpp"
+#include "shoal/config.hpp"
+
+namespace shoal {
+namespace ode {
+
+template <class Model, class Structure, class LuScalar, int Chunk = 16>
+struct SparseIterationMatrix {
+  static constexpr int n = Model::n_vars;
+  static constexpr int np = Model::n_params;
+  static_assert(Structure::n == Model::n_vars, "sparse structure built for another model size");
+  LuScalar a[Structure::nnz];
+
+  template <class T>
+  SHOAL_HD void assemble(const T* y, const T& t, const T* p, const T& inv_hg, T* f0, T* ft) {
+    for (int s = 0; s < Structure::nnz; ++s) a[s] = LuScalar(0);
+    constexpr int directions = Structure::n_colours + 1;  // one per colour, then t
+    constexpr int C = Chunk < directions ? Chunk : directions;
+    using D = ad::Dual<T, C>;
+    for (int first = 0; first < directions; first += C) {
+      D yd[n], out[n];
+      D pd[np > 0 ? np : 1];
+      for (int j = 0; j < n; ++j) yd[j] = ad::variable<T, C>(y[j], Structure::colour(j) - first);
+      for (int j = 0; j < np; ++j) pd[j] = D(p[j]);
+      const D td = ad::variable<T, C>(t, Structure::n_colours - first);
+      Model::template rhs<D>(yd, td, pd, out);
+      for (int i = 0; i < n; ++i) {
+        if (first == 0) f0[i] = out[i].v;
+        for (int k = 0; k < C && first + k < directions; ++k) {
+          const int colour = first + k;
+          if (colour == Structure::n_colours) {
+            ft[i] = out[i].d[k];
+          } else {
+            const int slot = Structure::jacobian_slot(i, colour);
+            if (slot >= 0) a[slot] = -LuScalar(out[i].d[k]);
+          }
+        }
+      }
+    }
+    const LuScalar diag = LuScalar(inv_hg);
+    for (int i = 0; i < n; ++i) a[Structure::diagonal_slot(i)] += diag;
+    Structure::factor(a);
+  }
+
+  template <class T>
+  SHOAL_HD void solve(T* b) const {
+    Structure::solve(a, b);
+  }
+};
+
+}  // namespace ode
+}  // namespace shoal
