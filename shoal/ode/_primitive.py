@@ -1,6 +1,6 @@
 """The ensemble-solve primitive: compiled model + ``jax.ffi.ffi_call``.
 
-Model libraries are built per (model source, stepper, dtype) through the host JIT cache and loaded
+Model libraries are built per (model source, dtype, variant) through the host JIT cache and loaded
 before lowering; the FFI call names the library and entry point in its attributes, so the single
 registered target serves every model. ``vmap_method="broadcast_all"`` makes a vmapped solve one
 ensemble call: batch dimensions are prepended to every operand, and the handler flattens leading
@@ -11,31 +11,22 @@ from __future__ import annotations
 
 import functools
 import weakref
+from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from shoal import _jit
-from shoal.ode import _codegen, _ode_ext
+from shoal.ode import _codegen, _ode_ext, _sparse
 
 TARGET = "shoal_ode_solve_cpu"
 METHODS = ("tsit5", "rodas5p")
 LU_PRECISIONS = ("fp64", "fp32")
+ORDERINGS = ("amd", "natural")
 
 for _name, _capsule in _ode_ext.registrations().items():
     jax.ffi.register_ffi_target(_name, _capsule, platform="cpu")
-
-# Stepper variants: what one compiled entry point integrates with. Each has a plain form and a
-# form for the joint [y, S] sensitivity system (None: any stepper integrates it as a model).
-_STEPPERS = {
-    "tsit5": ("shoal/ode/tsit5.hpp", "shoal::ode::Tsit5", None),
-    "rodas5p_lu64": ("shoal/ode/rodas5p.hpp", "shoal::ode::Rodas5PLu64",
-                     "shoal::ode::Rodas5PSensitivityLu64"),
-    "rodas5p_lu32": ("shoal/ode/rodas5p.hpp", "shoal::ode::Rodas5PLu32",
-                     "shoal::ode::Rodas5PSensitivityLu32"),
-}
-
 
 def stepper_variant(method: str, lu_precision: str) -> str:
     """The compiled stepper for a method and its options."""
@@ -44,34 +35,68 @@ def stepper_variant(method: str, lu_precision: str) -> str:
     return method
 
 
-def entry_name(stepper: str, sens: tuple[bool, bool] | None) -> str:
-    if sens is None:
-        return f"shoal_ode_{stepper}"
-    return f"shoal_ode_{stepper}_sens{'_y0' if sens[0] else ''}{'_p' if sens[1] else ''}"
+@dataclass(frozen=True)
+class Variant:
+    """What one compiled entry point integrates: stepper, sensitivity columns, sparse solver.
 
-
-def library_source(model: _codegen.GeneratedModel, stepper: str,
-                   sens: tuple[bool, bool] | None = None) -> str:
-    """The complete translation unit for one (model, stepper, dtype, sensitivity columns).
-
-    ``sens = (with_y0, with_params)`` selects the joint system [y, S] with those columns.
+    sens = (with_y0, with_params) selects the joint system [y, S] with those columns; sparse =
+    (ordering, n, pattern bytes) replaces Rodas5P's dense LU by the sparse direct solver.
     """
-    header, stepper_type, sens_stepper_type = _STEPPERS[stepper]
+
+    stepper: str
+    sens: tuple[bool, bool] | None = None
+    sparse: tuple[str, int, bytes] | None = None
+
+    @property
+    def entry(self) -> str:
+        name = f"shoal_ode_{self.stepper}"
+        if self.sens is not None:
+            name += f"_sens{'_y0' if self.sens[0] else ''}{'_p' if self.sens[1] else ''}"
+        if self.sparse is not None and self.stepper != "tsit5":
+            name += "_sparse"
+        return name
+
+
+@functools.lru_cache(maxsize=64)
+def sparse_structure(sparse: tuple[str, int, bytes]) -> _sparse.SparseStructure:
+    ordering, n, raw = sparse
+    pattern = np.frombuffer(raw, dtype=bool).reshape(n, n)
+    return _sparse.analyze(pattern, ordering)
+
+
+def library_source(model: _codegen.GeneratedModel, variant: Variant) -> str:
+    """The complete translation unit for one (model, dtype, variant)."""
     ctype = "double" if model.dtype == np.float64 else "float"
     bits = 64 if model.dtype == np.float64 else 32
+    lines = [model.source, '#include "shoal/ode/ensemble.hpp"']
     model_type = "shoal_generated::Model"
-    includes = [header]
-    if sens is not None:
-        flags = ", ".join("true" if x else "false" for x in sens)
+    if variant.sens is not None:
+        flags = ", ".join("true" if x else "false" for x in variant.sens)
         model_type = f"shoal::ode::Sensitivity<shoal_generated::Model, {flags}>"
-        includes.append("shoal/ode/sensitivity.hpp")
-        if sens_stepper_type is not None:
-            stepper_type = sens_stepper_type
-            includes.append("shoal/ode/rodas5p_sensitivity.hpp")
+        lines.append('#include "shoal/ode/sensitivity.hpp"')
+    if variant.stepper == "tsit5":
+        lines.append('#include "shoal/ode/tsit5.hpp"')
+        stepper_type = "shoal::ode::Tsit5"
+    else:
+        lu = "double" if variant.stepper.endswith("64") else "float"
+        matrix = f"shoal::ode::DenseMatrixOf<{lu}>::Type"
+        if variant.sparse is not None:
+            lines += [
+                '#include "shoal/ode/sparse_iteration_matrix.hpp"',
+                sparse_structure(variant.sparse).emit_cpp("ShoalSparseStructure"),
+                "template <class M>",
+                "using ShoalSparseMatrix = "
+                f"shoal::ode::SparseIterationMatrix<M, ShoalSparseStructure, {lu}>;",
+            ]
+            matrix = "ShoalSparseMatrix"
+        if variant.sens is not None:
+            lines.append('#include "shoal/ode/rodas5p_sensitivity.hpp"')
+            stepper_type = f"shoal::ode::Rodas5PSensitivityUsing<{matrix}>::Stepper"
+        else:
+            lines.append('#include "shoal/ode/rodas5p.hpp"')
+            stepper_type = f"shoal::ode::Rodas5PUsing<{matrix}>::Stepper"
     return "\n".join([
-        model.source,
-        '#include "shoal/ode/ensemble.hpp"',
-        *(f'#include "{h}"' for h in includes),
+        *lines,
         "",
         '#define SHOAL_EXPORT extern "C" __attribute__((visibility("default"), used))',
         f"using ShoalSolvedModel = {model_type};",
@@ -82,8 +107,8 @@ def library_source(model: _codegen.GeneratedModel, stepper: str,
         "  *n_params = ShoalSolvedModel::n_params;",
         f"  *bits = {bits};",
         "}",
-        f"SHOAL_EXPORT void {entry_name(stepper, sens)}(const ShoalEnsembleArgs* a, "
-        "int64_t begin, int64_t end) {",
+        f"SHOAL_EXPORT void {variant.entry}(const ShoalEnsembleArgs* a, int64_t begin, "
+        "int64_t end) {",
         f"  shoal::ode::solve_range<{stepper_type}, ShoalSolvedModel, {ctype}>(*a, begin, end);",
         "}",
         "",
@@ -97,22 +122,21 @@ def _build(source: str, entry: str) -> str:
     return path
 
 
-# f -> {(n_vars, n_params, dtype, stepper): path}. Like jax.jit, a function is traced once per
+# f -> {(n_vars, n_params, dtype, variant): path}. Like jax.jit, a function is traced once per
 # signature: it is keyed by identity, so rebinding a global it reads is not seen afterwards.
 _traced: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def compiled_model(f, n_vars: int, n_params: int, dtype, stepper: str,
-                   sens: tuple[bool, bool] | None = None) -> str:
-    """Path of the loaded library solving ``f`` with ``stepper`` in ``dtype``."""
-    signature = (n_vars, n_params, np.dtype(dtype).name, stepper, sens)
+def compiled_model(f, n_vars: int, n_params: int, dtype, variant: Variant) -> str:
+    """Path of the loaded library solving ``f`` in ``dtype`` as ``variant`` says."""
+    signature = (n_vars, n_params, np.dtype(dtype).name, variant)
     try:
         per_f = _traced.setdefault(f, {})
     except TypeError:  # not weak-referenceable: trace every time
         per_f = {}
     if signature not in per_f:
         model = _codegen.generate_model(f, n_vars, n_params, dtype)
-        per_f[signature] = _build(library_source(model, stepper, sens), entry_name(stepper, sens))
+        per_f[signature] = _build(library_source(model, variant), variant.entry)
     return per_f[signature]
 
 

@@ -38,13 +38,14 @@ class SolveConfig:
     dcoeff: float
     max_steps: int
     sens_error_control: bool
+    sparse: tuple[str, int, bytes] | None = None  # (ordering, n, pattern bytes)
 
     def run(self, y0, params, t_span, weights, sens=None, n_error=0):
-        path = _primitive.compiled_model(self.f, self.n_vars, self.n_params, self.dtype,
-                                         self.stepper, sens)
+        variant = _primitive.Variant(self.stepper, sens, self.sparse)
+        path = _primitive.compiled_model(self.f, self.n_vars, self.n_params, self.dtype, variant)
         return _primitive.ensemble_solve(
-            y0, params, t_span, weights, path=path,
-            entry=_primitive.entry_name(self.stepper, sens), rtol=self.rtol, atol=self.atol,
+            y0, params, t_span, weights, path=path, entry=variant.entry, rtol=self.rtol,
+            atol=self.atol,
             first_step=self.first_step, pcoeff=self.pcoeff, icoeff=self.icoeff,
             dcoeff=self.dcoeff, max_steps=self.max_steps, n_error=n_error)
 
