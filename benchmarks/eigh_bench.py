@@ -161,6 +161,7 @@ def run_case(rng, seed, batch, n, generalized, repeats, rows):
             print(f"  {name}: value_and_grad failed: {type(exc).__name__}: {exc}"[:200])
             result[f"{name}_vg"] = float("nan")
     result.update(interleaved_medians(timed, repeats))
+    result["load1"] = os.getloadavg()[0]  # other processes on the machine during this case
     base = grads.get("shoal")
     for name, g in grads.items():
         if name != "shoal" and base is not None:
@@ -204,6 +205,7 @@ def print_row(r):
                 + (f" gerr {ge:.1e}" if ge is not None else "")
             )
     parts.append(f"err {r['shoal_err']:.1e}")
+    parts.append(f"load {r['load1']:.1f}")
     print(" | ".join(parts), flush=True)
 
 
@@ -225,9 +227,10 @@ def main():
     sizes = [32, 128] if args.quick else [32, 64, 128, 256, 512, 1024]
     batches = [(100, 8), (10, 32)] if args.quick else [(1000, 8), (1000, 32), (100, 128)]
     repeats = 2 if args.quick else args.repeats
+    blas = os.environ.get("SHOAL_LINALG_BLAS_THREADS", "auto")
     print(
-        f"jax {jax.__version__}, {os.cpu_count()} CPUs; times: forward / value_and_grad (ms),"
-        " (peer/shoal)"
+        f"jax {jax.__version__}, {os.cpu_count()} CPUs, SHOAL_LINALG_BLAS_THREADS={blas}; "
+        "times: forward / value_and_grad (ms), (peer/shoal)"
     )
     rows = []
     for generalized in (True, False):
