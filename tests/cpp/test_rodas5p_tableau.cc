@@ -26,8 +26,8 @@ constexpr double kTol = 1e-12;
 using Vec = double[S];
 using Mat = double[S][S];
 
-double a_t(int i, int j) { return j < i ? Tab::a[i][j] : 0.0; }  // transformed a
-double c_t(int i, int j) { return j < i ? Tab::C[i][j] : 0.0; }  // transformed C
+double a_t(int i, int j) { return j < i ? Tab::a(i, j) : 0.0; }  // transformed a
+double c_t(int i, int j) { return j < i ? Tab::C(i, j) : 0.0; }  // transformed C
 
 struct Standard {
   Mat alpha, gam, beta;  // α, Γ (with γ on the diagonal), β = α + Γ
@@ -166,7 +166,7 @@ TEST(Rodas5PTableau, NodesAreRowSumsOfAlpha) {
   for (int i = 0; i < S; ++i) {
     double sum = 0;
     for (int j = 0; j < S; ++j) sum += s.alpha[i][j];
-    EXPECT_NEAR(sum, Tab::c[i], kTol) << "stage " << i;
+    EXPECT_NEAR(sum, Tab::c(i), kTol) << "stage " << i;
   }
 }
 
@@ -176,22 +176,22 @@ TEST(Rodas5PTableau, TimeDerivativeWeightsAreRowSumsOfGamma) {
   for (int i = 0; i < S; ++i) {
     double sum = 0;
     for (int j = 0; j < S; ++j) sum += s.gam[i][j];
-    EXPECT_NEAR(sum, Tab::d[i], kTol) << "stage " << i;
+    EXPECT_NEAR(sum, Tab::d(i), kTol) << "stage " << i;
   }
-  EXPECT_EQ(Tab::d[0], Tab::gamma);
+  EXPECT_EQ(Tab::d(0), Tab::gamma);
 }
 
 TEST(Rodas5PTableau, StagesSevenAndEightAreStifflyAccurateRows) {
   for (int j = 0; j < 5; ++j) {
-    EXPECT_EQ(Tab::a[6][j], Tab::a[5][j]) << j;
-    EXPECT_EQ(Tab::a[7][j], Tab::a[6][j]) << j;
+    EXPECT_EQ(Tab::a(6, j), Tab::a(5, j)) << j;
+    EXPECT_EQ(Tab::a(7, j), Tab::a(6, j)) << j;
   }
-  EXPECT_EQ(Tab::a[6][5], 1.0);
-  EXPECT_EQ(Tab::a[7][5], 1.0);
-  EXPECT_EQ(Tab::a[7][6], 1.0);
+  EXPECT_EQ(Tab::a(6, 5), 1.0);
+  EXPECT_EQ(Tab::a(7, 5), 1.0);
+  EXPECT_EQ(Tab::a(7, 6), 1.0);
   for (int i = 5; i < S; ++i) {
-    EXPECT_EQ(Tab::c[i], 1.0);
-    EXPECT_EQ(Tab::d[i], 0.0);
+    EXPECT_EQ(Tab::c(i), 1.0);
+    EXPECT_EQ(Tab::d(i), 0.0);
   }
   // In the standard form: b is the last row of β = α + Γ, and b̂ the one before (both methods
   // stiffly accurate: R(∞) = 0).
@@ -276,7 +276,7 @@ void dense_weights(const Standard& s, double theta, Vec& b_theta) {
   for (int j = 0; j < S; ++j) {
     const double mj = j < S - 1 ? a_t(S - 1, j) : 1.0;
     m[j] = theta * mj +
-           theta * (1 - theta) * (Tab::h[0][j] + theta * (Tab::h[1][j] + theta * Tab::h[2][j]));
+           theta * (1 - theta) * (Tab::h(0, j) + theta * (Tab::h(1, j) + theta * Tab::h(2, j)));
   }
   row_times(m, s.gam, b_theta);
 }

@@ -12,7 +12,18 @@ namespace {
 using Tab = shoal::ode::Tsit5Tableau;
 constexpr int S = Tab::stages;
 
-double A(int i, int j) { return j < i && j < 6 ? Tab::a[i][j] : 0.0; }
+struct Weights {
+  double v[S];
+};
+Weights weights(double (*w)(int)) {
+  Weights out;
+  for (int i = 0; i < S; ++i) out.v[i] = w(i);
+  return out;
+}
+const Weights kB = weights(&Tab::b);
+const Weights kBHat = weights(&Tab::b_hat);
+
+double A(int i, int j) { return j < i && j < 6 ? Tab::a(i, j) : 0.0; }
 
 // (A v)_i
 void mat_vec(const double* v, double* out) {
@@ -38,7 +49,7 @@ Conditions order_conditions(const double* b, int max_order) {
   double c[S], c2[S], c3[S], c4[S], Ac[S], Ac2[S], Ac3[S], AAc[S], AAc2[S], AAAc[S], cAc[S],
       AcAc[S], c2Ac[S], cAc2[S], cAAc[S], AcAc_mixed[S];
   for (int i = 0; i < S; ++i) {
-    c[i] = Tab::c[i];
+    c[i] = Tab::c(i);
     c2[i] = c[i] * c[i];
     c3[i] = c2[i] * c[i];
     c4[i] = c3[i] * c[i];
@@ -78,12 +89,12 @@ TEST(Tsit5Tableau, RowSumsEqualNodes) {
   for (int i = 0; i < S; ++i) {
     double sum = 0;
     for (int j = 0; j < S; ++j) sum += A(i, j);
-    EXPECT_NEAR(sum, Tab::c[i], 1e-14) << "stage " << i;
+    EXPECT_NEAR(sum, Tab::c(i), 1e-14) << "stage " << i;
   }
 }
 
 TEST(Tsit5Tableau, SolutionWeightsAreOrderFive) {
-  const Conditions cond = order_conditions(Tab::b, 5);
+  const Conditions cond = order_conditions(kB.v, 5);
   ASSERT_EQ(cond.count, 17);
   for (int k = 0; k < cond.count; ++k) EXPECT_NEAR(cond.residual[k], 0.0, 1e-14) << "tree " << k;
 }
@@ -92,32 +103,32 @@ TEST(Tsit5Tableau, SolutionWeightsAreNotOrderSix) {
   // Σ b c^5 = 1/6 is a sixth-order condition; a fifth-order pair must miss it (a test that
   // could not fail would prove nothing about the conditions above).
   double s = 0;
-  for (int i = 0; i < S; ++i) s += Tab::b[i] * std::pow(Tab::c[i], 5);
+  for (int i = 0; i < S; ++i) s += Tab::b(i) * std::pow(Tab::c(i), 5);
   EXPECT_GT(std::abs(s - 1.0 / 6), 1e-6);
 }
 
 TEST(Tsit5Tableau, EmbeddedWeightsAreOrderFour) {
-  const Conditions cond = order_conditions(Tab::b_hat, 4);
+  const Conditions cond = order_conditions(kBHat.v, 4);
   for (int k = 0; k < cond.count; ++k) EXPECT_NEAR(cond.residual[k], 0.0, 1e-14) << "tree " << k;
-  const Conditions fifth = order_conditions(Tab::b_hat, 5);
+  const Conditions fifth = order_conditions(kBHat.v, 5);
   double worst = 0;
   for (int k = 8; k < 17; ++k) worst = std::max(worst, std::abs(fifth.residual[k]));
   EXPECT_GT(worst, 1e-6) << "the embedded method must be of lower order";
 }
 
 TEST(Tsit5Tableau, ErrorWeightsAreTheDifference) {
-  for (int i = 0; i < S; ++i) EXPECT_NEAR(Tab::e[i], Tab::b[i] - Tab::b_hat[i], 4e-16);
+  for (int i = 0; i < S; ++i) EXPECT_NEAR(Tab::e(i), Tab::b(i) - Tab::b_hat(i), 4e-16);
 }
 
 TEST(Tsit5Tableau, FsalLastRowIsTheSolution) {
-  for (int j = 0; j < 6; ++j) EXPECT_EQ(Tab::a[6][j], Tab::b[j]);
-  EXPECT_EQ(Tab::c[6], 1.0);
+  for (int j = 0; j < 6; ++j) EXPECT_EQ(Tab::a(6, j), Tab::b(j));
+  EXPECT_EQ(Tab::c(6), 1.0);
 }
 
 TEST(Tsit5Tableau, DenseOutputEndsAtTheSolutionWeights) {
   for (int i = 0; i < S; ++i) {
-    const double at_one = Tab::r[i][0] + Tab::r[i][1] + Tab::r[i][2] + Tab::r[i][3];
-    EXPECT_NEAR(at_one, Tab::b[i], 1e-14) << "stage " << i;
+    const double at_one = Tab::r(i, 0) + Tab::r(i, 1) + Tab::r(i, 2) + Tab::r(i, 3);
+    EXPECT_NEAR(at_one, Tab::b(i), 1e-14) << "stage " << i;
   }
 }
 

@@ -104,7 +104,7 @@ struct Rodas5PSensitivityUsing {
         Ft[i] = ft[i];
       }
 
-      for (int i = 0; i < nz; ++i) rhs[i] = F0[i] + h * T(Tab::d[0]) * Ft[i];
+      for (int i = 0; i < nz; ++i) rhs[i] = F0[i] + h * T(Tab::d(0)) * Ft[i];
       joint_solve(z, t, p, rhs);
       for (int i = 0; i < nz; ++i) k[0][i] = rhs[i];
 
@@ -112,14 +112,14 @@ struct Rodas5PSensitivityUsing {
       for (int s = 1; s < Tab::stages; ++s) {
         for (int i = 0; i < nz; ++i) {
           T acc = z[i];
-          for (int j = 0; j < s; ++j) acc += T(Tab::a[s][j]) * k[j][i];
+          for (int j = 0; j < s; ++j) acc += T(Tab::a(s, j)) * k[j][i];
           u[i] = acc;
         }
-        SensModel::template rhs<T>(u, t + T(Tab::c[s]) * h, p, rhs);
+        SensModel::template rhs<T>(u, t + T(Tab::c(s)) * h, p, rhs);
         for (int i = 0; i < nz; ++i) {
           T acc = T(0);
-          for (int j = 0; j < s; ++j) acc += T(Tab::C[s][j]) * k[j][i];
-          rhs[i] += h * T(Tab::d[s]) * Ft[i] + inv_h * acc;
+          for (int j = 0; j < s; ++j) acc += T(Tab::C(s, j)) * k[j][i];
+          rhs[i] += h * T(Tab::d(s)) * Ft[i] + inv_h * acc;
         }
         joint_solve(z, t, p, rhs);
         for (int i = 0; i < nz; ++i) k[s][i] = rhs[i];
@@ -132,7 +132,7 @@ struct Rodas5PSensitivityUsing {
       for (int r = 0; r < 3; ++r) {
         for (int i = 0; i < nz; ++i) {
           T acc = T(0);
-          for (int s = 0; s < Tab::stages; ++s) acc += T(Tab::h[r][s]) * k[s][i];
+          for (int s = 0; s < Tab::stages; ++s) acc += T(Tab::h(r, s)) * k[s][i];
           dense[r][i] = acc;
         }
       }
