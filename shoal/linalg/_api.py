@@ -78,7 +78,7 @@ def _eigh_core_jvp(cfg: _Config, primals, tangents):
     b_full = None if b is None else hermitian(b, cfg.lower)
     threshold = default_threshold(w) if cfg.deg_thresh is None else cfg.deg_thresh
     dw, dv = eigh_jvp(
-        a, b_full, w, v, da, db, itype=cfg.itype, threshold=threshold, broadening=cfg.broadening
+        b_full, w, v, da, db, itype=cfg.itype, threshold=threshold, broadening=cfg.broadening
     )
     dinfo = np.zeros(info.shape, dtype=jax.dtypes.float0)
     if cfg.vectors:

@@ -54,10 +54,10 @@ def gap_inverse(w, threshold, broadening):
     return jnp.where(far, 1.0 / jnp.where(far, delta, 1.0), 0.0)
 
 
-def eigh_jvp(a, b, w, v, da, db, *, itype, threshold, broadening, chol=None):
-    """Tangents (dw, dv) of the eigenpairs (w, v) for input tangents da, db (None = zero).
+def eigh_jvp(b, w, v, da, db, *, itype, threshold, broadening):
+    """Tangents (dw, dv) of the eigenpairs (w, v) for Hermitian input tangents da, db (None: zero).
 
-    ``a``, ``b``: the Hermitian primal inputs (b None for the standard problem); ``v``: (..., n, m);
+    ``b``: the Hermitian primal B (None for the standard problem); ``v``: (..., n, m);
     ``w``: (..., m), NaN for padding entries of a by-value subset (whose columns of v are zero).
     """
     w0 = jnp.where(jnp.isnan(w), 0, w)  # padding contributes nothing
@@ -70,8 +70,7 @@ def eigh_jvp(a, b, w, v, da, db, *, itype, threshold, broadening, chol=None):
         p = _h(left) @ da @ left
     if db is not None and b is not None:
         if itype == 3:
-            if chol is None:
-                chol = jnp.linalg.cholesky(b, symmetrize_input=False)
+            chol = jnp.linalg.cholesky(b, symmetrize_input=False)
             right = cho_solve((chol, True), v)
             q = _h(right) @ db @ right
         else:
