@@ -1,0 +1,112 @@
+"""The core headers and generated models compile as CUDA device code (sm_90), without a GPU.
+
+shoal's headers are written host-and-device; this keeps them so between GPU runs. Every stepper a
+generated model can be solved with — Tsit5, Rodas5P with dense fp64/fp32 and sparse
+factorisations, and the joint sensitivity steppers — is instantiated in a __global__ kernel (one
+trajectory per thread) and compiled by nvcc. A reference model (Robertson) must not spill
+registers. Skipped, and reported as skipped, only where nvcc is not installed.
+"""
+
+import re
+import shutil
+import subprocess
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from shoal._jit import include_dir
+from shoal.ode import _codegen, _primitive
+from shoal.ode._sparsity_detection import detect_pattern
+
+NVCC = shutil.which("nvcc")
+pytestmark = pytest.mark.skipif(NVCC is None, reason="nvcc (CUDA toolkit) is not installed")
+
+
+def robertson(y, t, k):
+    a = -k[0] * y[0] + k[2] * y[1] * y[2]
+    c = k[1] * y[1] ** 2
+    return jnp.stack([a, -a - c, c])
+
+
+def ring(y, t, p):
+    n = y.shape[0] // 2
+    x, v = y[:n], y[n:]
+    lap = jnp.roll(x, 1) - 2 * x + jnp.roll(x, -1)
+    return jnp.concatenate([v, p[0] * (1 - x**2) * v - x + 10.0 * lap])
+
+
+KERNEL = """
+template <template <class, class> class Stepper, class Model>
+__global__ void {name}(ShoalEnsembleArgs a) {{
+  const int64_t m = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (m >= a.n_traj) return;
+  const auto opt = shoal::ode::options_from<double>(a);
+  shoal::ode::solve_one<Stepper, Model, double>(a, opt, m);
+}}
+"""
+
+
+def _namespaced(model: _codegen.GeneratedModel, namespace: str) -> str:
+    return model.source.replace("namespace shoal_generated", f"namespace {namespace}")
+
+
+def _translation_unit() -> str:
+    rob = _codegen.generate_model(robertson, 3, 3, np.float64)
+    ring_model = _codegen.generate_model(ring, 16, 1, np.float64)
+    pattern = detect_pattern(ring, 16, 1, np.float64) | np.eye(16, dtype=bool)
+    structure = _primitive.sparse_structure(("amd", 16, pattern.tobytes()))
+    parts = [
+        _namespaced(rob, "rob"), _namespaced(ring_model, "ring"),
+        '#include "shoal/ode/ensemble.hpp"', '#include "shoal/ode/tsit5.hpp"',
+        '#include "shoal/ode/rodas5p.hpp"', '#include "shoal/ode/rodas5p_sensitivity.hpp"',
+        '#include "shoal/ode/sparse_iteration_matrix.hpp"',
+        structure.emit_cpp("RingStructure"),
+        "template <class M> using RingSparse = "
+        "shoal::ode::SparseIterationMatrix<M, RingStructure, double>;",
+        KERNEL.format(name="solve_kernel"),
+    ]
+    instances = [
+        ("shoal::ode::Tsit5", "rob::Model"),
+        ("shoal::ode::Rodas5PLu64", "rob::Model"),
+        ("shoal::ode::Rodas5PLu32", "rob::Model"),
+        ("shoal::ode::Tsit5", "shoal::ode::Sensitivity<rob::Model, true, true>"),
+        ("shoal::ode::Rodas5PSensitivityLu64", "shoal::ode::Sensitivity<rob::Model, false, true>"),
+        ("shoal::ode::Rodas5PUsing<RingSparse>::Stepper", "ring::Model"),
+        ("shoal::ode::Rodas5PSensitivityUsing<RingSparse>::Stepper",
+         "shoal::ode::Sensitivity<ring::Model, false, true>"),
+    ]
+    for stepper, model in instances:
+        parts.append(f"template __global__ void solve_kernel<{stepper}, {model}>"
+                     "(ShoalEnsembleArgs);")
+    return "\n".join(parts)
+
+
+@pytest.fixture(scope="module")
+def ptxas_report(tmp_path_factory):
+    src = tmp_path_factory.mktemp("device") / "kernels.cu"
+    src.write_text(_translation_unit())
+    proc = subprocess.run(
+        [NVCC, "-std=c++17", "-arch=sm_90", "--fmad=false", f"-I{include_dir()}", "-c",
+         str(src), "-o", str(src.with_suffix(".o")), "-Xptxas", "-v"],
+        capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, f"nvcc failed on {src}:\n{proc.stderr[-6000:]}"
+    return proc.stderr
+
+
+def test_every_stepper_compiles_for_sm90(ptxas_report):
+    entries = re.findall(r"Compiling entry function '(\w+)' for 'sm_90'", ptxas_report)
+    assert len(entries) == 7
+
+
+def test_reference_model_does_not_spill(ptxas_report):
+    # ptxas reports each entry's "Compiling entry function" line followed by its spill line.
+    blocks = re.split(r"Compiling entry function ", ptxas_report)[1:]
+    spills = {}
+    for block in blocks:
+        name = block.split("'")[1]
+        stores = re.search(r"(\d+) bytes spill stores", block)
+        spills[name] = int(stores.group(1)) if stores else 0
+    reference = {k: v for k, v in spills.items() if "3rob5Model" in k and "Sensitivity" not in k}
+    assert len(reference) == 3, spills
+    assert all(v == 0 for v in reference.values()), reference
