@@ -118,9 +118,10 @@ def solve(f, y0, t_span, params=None, *, method="rodas5p", rtol=1e-8, atol=1e-10
     Returns
     -------
     ys : array, shape ``(N, n_save, n)``
-        The solution at ``t_span`` (``ys[:, 0] == y0``). Differentiable with respect to ``y0``
-        and ``params`` by continuous forward sensitivities (first order). A failed trajectory has NaN from the
-        first save it could not reach; its status says why (see :class:`shoal.ode.Status`).
+        The solution at ``t_span`` (``ys[:, 0] == y0``), differentiable (first order) with
+        respect to ``y0`` and ``params`` by continuous forward sensitivities. A failed trajectory
+        has NaN from the first save it could not reach; its status says why (see
+        :class:`shoal.ode.Status`).
     stats : dict, only if ``return_stats``
     """
     if not callable(f):

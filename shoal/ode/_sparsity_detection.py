@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import weakref
 
 import numpy as np
 
@@ -45,8 +46,19 @@ def _pattern_of(source: str, n: int) -> bytes:
     return bytes(out)
 
 
+# f -> {(n_vars, n_params, dtype): pattern bytes}: traced once per signature, like jax.jit.
+_detected: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def detect_pattern(f, n_vars: int, n_params: int, dtype) -> np.ndarray:
     """Boolean (n, n): entry (i, j) when f_i structurally depends on y_j."""
-    model = _codegen.generate_model(f, n_vars, n_params, dtype)
-    raw = _pattern_of(_library_source(model), n_vars)
+    signature = (n_vars, n_params, np.dtype(dtype).name)
+    try:
+        per_f = _detected.setdefault(f, {})
+    except TypeError:  # not weak-referenceable: trace every time
+        per_f = {}
+    if signature not in per_f:
+        model = _codegen.generate_model(f, n_vars, n_params, dtype)
+        per_f[signature] = _pattern_of(_library_source(model), n_vars)
+    raw = per_f[signature]
     return np.frombuffer(raw, dtype=np.uint8).reshape(n_vars, n_vars).astype(bool)
