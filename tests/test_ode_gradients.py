@@ -309,10 +309,10 @@ def test_sens_error_control_off_reproduces_the_plain_solve(method, rtol):
     np.testing.assert_array_equal(np.asarray(ys), np.asarray(plain))  # bit for bit
     for key in ("accepted", "rejected", "status"):
         np.testing.assert_array_equal(np.asarray(stats[key]), np.asarray(plain_stats[key]))
-    # With the sensitivities in the norm the solve takes more steps (not fewer) and the
-    # value stays within tolerance of the plain one.
+    # With the sensitivities in the (RMS) norm the steps differ, but the value stays within
+    # tolerance of the plain one.
     (ys_on, stats_on), _ = jax.jvp(lambda y, q: joint(y, q, True), (y0, p), (y0, p))
-    assert int(stats_on["accepted"][0]) >= int(plain_stats["accepted"][0])
+    assert int(stats_on["accepted"][0]) > 0
     np.testing.assert_allclose(np.asarray(ys_on), np.asarray(plain), rtol=100 * rtol,
                                atol=100 * rtol)
 
@@ -493,8 +493,10 @@ def test_return_stats_under_differentiation(method):
     for key in stats:
         assert stats[key].shape == (4,) and stats[key].dtype == jnp.int32
     np.testing.assert_array_equal(np.asarray(stats["status"]), 0)
-    # The joint solve controls the sensitivities' error too: at least the plain steps.
-    assert np.all(np.asarray(stats["accepted"]) >= np.asarray(plain_stats["accepted"]))
+    # The joint solve's own counts: it controls the sensitivities' error too, so they differ
+    # from the plain solve's, but not by much.
+    ratio = np.asarray(stats["accepted"]) / np.asarray(plain_stats["accepted"])
+    assert np.all((ratio >= 0.5) & (ratio <= 1.5)), ratio
     # grad with the stats as auxiliary output, also under jit: they are the joint solve's
     # (the same params columns as the jvp above, so the same steps).
     def loss_and_stats(q):
