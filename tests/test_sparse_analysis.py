@@ -231,6 +231,8 @@ def test_colour_counts_of_known_patterns():
     assert sp.colour_columns(np.ones((6, 6), dtype=bool)).max() + 1 == 6
     assert sp.colour_columns(arrow(15)).max() + 1 == 15    # a dense row: every column differs
     assert sp.colour_columns(vdp_ring(64)).max() + 1 == 4  # row v_i holds 4 columns
+    assert sp.colour_columns(vdp_ring(32)).max() + 1 == 4  # needs the iterated greedy
+    assert sp.colour_columns(vdp_ring(32, reach=2)).max() + 1 == 6
     assert sp.colour_columns(banded(25)).max() + 1 == 4    # bandwidth 2 + 1 + 1
 
 
@@ -345,6 +347,14 @@ def test_structure_invariants(name, ordering):
     np.testing.assert_array_equal(s.jacobian_slots[np.arange(n), s.colours],
                                   s.diag_ptr[s.iperm])
     assert s.n_substitutions == s.nnz - n
+    # the run-length form of the updates expands to the same destination list
+    assert s.run_ptr[-1] == s.run_dst.size == s.run_len.size and (s.run_len > 0).all()
+    expanded = [d + t for d, ln in zip(s.run_dst.tolist(), s.run_len.tolist(), strict=True)
+                for t in range(ln)]
+    np.testing.assert_array_equal(np.array(expanded, dtype=np.int64).reshape(-1), s.update_dst)
+    for e in range(s.l_slot.size):
+        runs = s.run_len[s.run_ptr[e]:s.run_ptr[e + 1]]
+        assert runs.sum() == s.update_ptr[e + 1] - s.update_ptr[e]
     with pytest.raises(ValueError):
         s.perm[0] = 1  # read-only
 
@@ -550,9 +560,11 @@ def test_emission_compiles_for_the_device(tmp_path):
     """Both emissions, both table kinds, under nvcc for sm_90 with every warning an error (no
     __device__ table read from a host function, no unused table in either pass)."""
     s = sp.analyze(PATTERNS["bordered"], "amd")
+    tiny = sp.analyze(PATTERNS["diagonal"], "amd")
     src = "\n".join([
         '#include "shoal/config.hpp"',
         s.emit_cpp("DevUnrolled", True), s.emit_cpp("DevTables", False),
+        tiny.emit_cpp("TinyUnrolled", True), tiny.emit_cpp("TinyTables", False),
         textwrap.dedent("""
         template <class M> __global__ void run(double* a, float* af, double* b, int* slots) {
           const int t = threadIdx.x;
@@ -564,6 +576,8 @@ def test_emission_compiles_for_the_device(tmp_path):
         }
         template __global__ void run<DevUnrolled>(double*, float*, double*, int*);
         template __global__ void run<DevTables>(double*, float*, double*, int*);
+        template __global__ void run<TinyUnrolled>(double*, float*, double*, int*);
+        template __global__ void run<TinyTables>(double*, float*, double*, int*);
         int host_side() { return DevTables::colour(1) + DevUnrolled::jacobian_slot(0, 0); }
         """)])
     (tmp_path / "k.cu").write_text(src)
