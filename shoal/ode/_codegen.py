@@ -291,12 +291,14 @@ class _Translator:
         outs = []
         for j, var in enumerate(eqn.outvars):
             dtype = np.dtype(var.aval.dtype)
+            # select() for floats, as for select_n: the sparsity tracer joins every branch.
+            pick = "select({}, {}, {})" if _is_float(dtype) else "({} ? {} : {})"
             out = np.empty(tuple(var.aval.shape), dtype=object)
             for idx in np.ndindex(out.shape):
                 cases = [self.em.render(r[j].elems[idx], dtype) for r in results]
                 expr = cases[-1]
                 for k in range(len(cases) - 2, -1, -1):
-                    expr = f"({i} == {k} ? {cases[k]} : {expr})"
+                    expr = pick.format(f"{i} == {k}", cases[k], expr)
                 out[idx] = self.em.assign(_ctype(dtype), expr)
             outs.append(_Sym(out, dtype))
         return outs
