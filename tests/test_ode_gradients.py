@@ -551,11 +551,6 @@ def test_differentiating_t_span_raises(method):
                  argnums=(0, 1))(t, p)
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError, reason=(
-    "shoal bug: jax.hessian raises JAX's ValueError 'The FFI call to shoal_ode_solve_cpu cannot "
-    "be differentiated' instead of the NotImplementedError from _sensitivity_result: the outer "
-    "tangent reaches the joint solve's ffi_call (params is a JVP tracer inside "
-    "_solve_ensemble_jvp) before the guard on its output is ever reached"))
 def test_hessian_raises_not_implemented():
     y0 = jnp.asarray(CASCADE_Y0)
 

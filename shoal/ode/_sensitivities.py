@@ -50,15 +50,18 @@ class SolveConfig:
             dcoeff=self.dcoeff, max_steps=self.max_steps, n_error=n_error)
 
 
-@jax.custom_jvp
-def _sensitivity_result(ys_joint):
-    """Marks the joint solve's output. Derivatives of the sensitivities themselves would be second
-    order, which is not implemented: their JVP raises rather than returning something wrong."""
-    return ys_joint
+def _joint_solve(cfg: SolveConfig, sens, n_error, z0, params, t_span, weights):
+    return cfg.run(z0, params, t_span, weights, sens=sens, n_error=n_error)
 
 
-@_sensitivity_result.defjvp
-def _sensitivity_result_jvp(primals, tangents):
+# The joint [y, S] solve has no derivative rule of its own: differentiating it would be second
+# order (jax.hessian, a gradient of a gradient), which is not implemented. Its JVP raises a clear
+# error instead of letting JAX reach the bare FFI call.
+joint_solve = jax.custom_jvp(_joint_solve, nondiff_argnums=(0, 1, 2))
+
+
+@joint_solve.defjvp
+def _joint_solve_jvp(cfg, sens, n_error, primals, tangents):
     raise NotImplementedError(
         "shoal.ode.solve supports first-order derivatives (jvp, grad, jacfwd, jacrev); "
         "second-order ones (jax.hessian, or differentiating a gradient) are not implemented")
@@ -102,9 +105,8 @@ def _solve_ensemble_jvp(cfg: SolveConfig, primals, tangents):
     # A sensitivity component is weighted like its state component (0 still drops it).
     joint_weights = jnp.tile(weights, (1, 1 + m))
     n_error = 0 if cfg.sens_error_control else n
-    ys_joint, accepted, rejected, status = cfg.run(z0, params, t_span, joint_weights,
-                                                   sens=(with_y0, with_p), n_error=n_error)
-    ys_joint = _sensitivity_result(ys_joint)
+    ys_joint, accepted, rejected, status = joint_solve(cfg, (with_y0, with_p), n_error, z0,
+                                                       params, t_span, joint_weights)
     n_save = ys_joint.shape[1]
     ys = ys_joint[..., :n]
     S = ys_joint[..., n:].reshape(n_traj, n_save, m, n)
