@@ -379,8 +379,8 @@ def test_python_reference_solves(name, ordering):
 
 EXPORT = 'extern "C" __attribute__((visibility("default")))'
 
-COMPILED = [("arrow", "natural"), ("arrow", "amd"), ("bordered", "amd"), ("bordered", "natural"),
-            ("ring", "amd"), ("ring_wide", "amd"), ("banded", "natural"),
+COMPILED = [("arrow_reversed", "natural"), ("arrow", "amd"), ("bordered", "amd"),
+            ("bordered", "natural"), ("ring", "amd"), ("ring_wide", "amd"), ("banded", "natural"),
             ("random_medium", "amd"), ("random_dense", "natural"), ("diagonal", "amd"),
             ("single", "amd")]
 

@@ -47,12 +47,14 @@ __all__ = [
 # Above these sizes the factorisation (multiply-subtract updates) / the two triangular solves
 # (off-diagonal multiply-subtracts, forward and back together) are emitted as loops over index
 # tables instead of straight-line code, to bound the generated source and its compile time.
-# Measured (CPU seconds, factor<double>, factor<float>, solve<double, double> and
-# solve<float, double> instantiated): 1215 updates + 598 substitutions unrolled cost g++ -O3 2.8 s
-# and nvcc sm_90 9.6 s; 3802 + 1060 cost 10.6 s and 37 s (mildly superlinear), against 0.1 s and
-# 1.4 s table-driven. Source: about 40 bytes per unrolled operation.
+# Measured compile cost of straight-line code, CPU time per instantiation (factor<S> or
+# solve<S, T>): g++ -O3 about 1.3 ms per update and 0.4 ms per substitution; nvcc -arch=sm_90
+# about 2.4 ms per update and 0.9 ms per substitution (mildly superlinear: 3802 updates cost
+# 3.8x what 1215 do); table-driven, well under a second whatever the size. The solves run once
+# per stage and sensitivity column, the factorisation once per step, so they get more room.
+# Source: about 40 bytes per unrolled operation.
 MAX_UNROLLED_UPDATES = 2000
-MAX_UNROLLED_SUBSTITUTIONS = 2000
+MAX_UNROLLED_SUBSTITUTIONS = 4000
 
 ORDERINGS = ("amd", "natural")
 
