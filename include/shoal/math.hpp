@@ -145,8 +145,8 @@ SHOAL_INLINE bool is_finite(float x) { return x - x == 0.0f; }
   using shoal::math::round_even; using shoal::math::round_away; using shoal::math::abs;           \
   using shoal::math::rsqrt; using shoal::math::square; using shoal::math::logistic;               \
   using shoal::math::sign; using shoal::math::max; using shoal::math::min;                        \
-  using shoal::math::clamp; using shoal::math::integer_pow; using shoal::math::primal; using shoal::math::select;            \
-  using shoal::math::is_finite
+  using shoal::math::clamp; using shoal::math::integer_pow; using shoal::math::primal;            \
+  using shoal::math::select; using shoal::math::is_finite
 
 }  // namespace math
 }  // namespace shoal
