@@ -366,3 +366,27 @@ def test_batched_subsets(dtype, itype, eigvals_only):
                     np.asarray(out[1][i])[:, :k],
                     dtype,
                 )
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex64])
+def test_threaded_batch_matches_loop(dtype):
+    """A batch large enough to be spread over threads (and to use per-thread workspaces), with
+    one failing element in the middle: every other element matches SciPy."""
+    rng = np.random.default_rng(13)
+    batch, n = 80, 16  # 80 * 16**3 flops: above the kernel's threading threshold
+    a = rand_herm(rng, n, dtype, batch=(batch,))
+    b = rand_spd(rng, n, dtype, batch=(batch,))
+    b[37] = -b[37]
+    w, v = jax.jit(lambda a, b: eigh(a, b, type=3))(a, b)
+    w, v = np.asarray(w), np.asarray(v)
+    hi = np.complex128 if np.iscomplexobj(a) else np.float64
+    for i in range(batch):
+        if i == 37:
+            assert np.all(np.isnan(w[i])) and np.all(np.isnan(v[i]))
+            continue
+        ref = sl.eigh(a[i].astype(hi), b[i].astype(hi), type=3, eigvals_only=True)
+        np.testing.assert_allclose(w[i], ref, atol=100 * tol(dtype) * np.abs(ref).max(), rtol=0)
+    check_solution(a[0], b[0], 3, w[0], v[0], dtype)
+    check_solution(a[-1], b[-1], 3, w[-1], v[-1], dtype)
+    with pytest.raises(np.linalg.LinAlgError, match=r"batch index \(37,\)"):
+        eigh(a, b, type=3)
