@@ -218,6 +218,9 @@ def main():
         default=os.environ.get("SHOAL_BENCH_EIGH_PATH"),
         help="directory holding the PyPI `eigh` package, if not installed",
     )
+    p.add_argument("--sizes", help="single-matrix orders, e.g. 32,1024 (empty: none)")
+    p.add_argument("--batches", help="batches as COUNTxN, e.g. 1000x8,100x128 (empty: none)")
+    p.add_argument("--problems", default="gen,std", help="gen, std or gen,std")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "eigh_bench.csv"))
     args = p.parse_args()
     seed = load_seed_package(args.eigh_path)
@@ -226,6 +229,10 @@ def main():
     rng = np.random.default_rng(0)
     sizes = [32, 128] if args.quick else [32, 64, 128, 256, 512, 1024]
     batches = [(100, 8), (10, 32)] if args.quick else [(1000, 8), (1000, 32), (100, 128)]
+    if args.sizes is not None:
+        sizes = [int(x) for x in args.sizes.split(",") if x]
+    if args.batches is not None:
+        batches = [tuple(int(y) for y in x.split("x")) for x in args.batches.split(",") if x]
     repeats = 2 if args.quick else args.repeats
     blas = os.environ.get("SHOAL_LINALG_BLAS_THREADS", "auto")
     print(
@@ -233,7 +240,7 @@ def main():
         "times: forward / value_and_grad (ms), (peer/shoal)"
     )
     rows = []
-    for generalized in (True, False):
+    for generalized in [p == "gen" for p in args.problems.split(",")]:
         for n in sizes:
             run_case(
                 rng, seed, 0, n, generalized, repeats if n < 1024 else max(3, repeats // 2), rows
@@ -255,6 +262,8 @@ def main():
         import matplotlib.pyplot as plt
     except ImportError:
         return
+    if not any(r["problem"] == "gen" and r["case"].count("x") == 1 for r in rows):
+        return  # the plot shows generalized single matrices only
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for ax, what in zip(axes, ("fwd", "vg"), strict=True):
         single = [
