@@ -65,6 +65,18 @@ def _threaded_blas_min_order() -> int:
         ) from None
 
 
+def _max_batch_workers() -> int:
+    """SHOAL_LINALG_THREADS: most threads one batched call uses (default 0: XLA's CPU thread pool
+    plus the calling thread)."""
+    import os
+
+    value = os.environ.get("SHOAL_LINALG_THREADS", "0").strip() or "0"
+    try:
+        return max(0, int(value))
+    except ValueError:
+        raise ValueError(f"SHOAL_LINALG_THREADS must be an integer; got {value!r}") from None
+
+
 def _register() -> None:
     global _registered
     if _registered:
@@ -81,6 +93,7 @@ def _register() -> None:
         _linalg_ext.set_lapack(name, capi[name])
     _linalg_ext.set_blas_local_threads_function(_openblas_local_threads_address())
     _linalg_ext.set_threaded_blas_min_order(_threaded_blas_min_order())
+    _linalg_ext.set_max_batch_workers(_max_batch_workers())
     for name, capsule in _linalg_ext.registrations().items():
         jax.ffi.register_ffi_target(name, capsule, platform="cpu")
     _registered = True

@@ -33,7 +33,8 @@ ffi::Error run_batch(ffi::ThreadPool& pool, const EighProblem& p, int64_t batch,
   std::string failure;  // written once, by the thread that flips `failed`
   const double flops = static_cast<double>(batch) * static_cast<double>(p.n) *
                        static_cast<double>(p.n) * static_cast<double>(p.n);
-  const int64_t max_workers = flops < kParallelFlops ? 1 : batch;
+  const int64_t limit = max_batch_workers();
+  const int64_t max_workers = flops < kParallelFlops ? 1 : (limit > 0 ? limit : batch);
   // One LAPACK call per core already fills the machine; a lone small matrix gains nothing from
   // BLAS threads either. A lone large matrix keeps the BLAS's own threading, as in SciPy.
   const bool single_threaded_blas = max_workers > 1 || p.n < threaded_blas_min_order();

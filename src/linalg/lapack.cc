@@ -82,7 +82,11 @@ namespace {
 using SetLocalThreads = int(int);
 std::atomic<SetLocalThreads*> g_set_local_threads{nullptr};
 std::atomic<int64_t> g_threaded_blas_min_order{256};
+std::atomic<int64_t> g_max_batch_workers{0};
 }  // namespace
+
+void set_max_batch_workers(int64_t n) { g_max_batch_workers.store(n < 0 ? 0 : n); }
+int64_t max_batch_workers() { return g_max_batch_workers.load(); }
 
 void set_threaded_blas_min_order(int64_t n) { g_threaded_blas_min_order.store(n); }
 int64_t threaded_blas_min_order() { return g_threaded_blas_min_order.load(); }

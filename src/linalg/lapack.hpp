@@ -110,6 +110,10 @@ void set_blas_local_threads_function(void* fn);
 void set_threaded_blas_min_order(int64_t n);
 int64_t threaded_blas_min_order();
 
+// Most threads a batch is spread over (caller included); 0: as many as XLA's CPU pool offers.
+void set_max_batch_workers(int64_t n);
+int64_t max_batch_workers();
+
 // Limits BLAS threads of the calling thread to one for its lifetime (no-op without the hook).
 class ScopedSingleThreadedBlas {
  public:

@@ -44,6 +44,8 @@ NB_MODULE(_linalg_ext, m) {
       },
       nb::arg("address"),
       "Address of OpenBLAS's openblas_set_num_threads_local (0 to disable).");
+  m.def("set_max_batch_workers", &shoal::linalg::set_max_batch_workers, nb::arg("n"),
+        "Most threads a batch is spread over (0: XLA's CPU pool size + the caller).");
   m.def("set_threaded_blas_min_order", &shoal::linalg::set_threaded_blas_min_order,
         nb::arg("n"), "Lone matrices of at least this order use the BLAS's own threads.");
 }
