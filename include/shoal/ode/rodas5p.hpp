@@ -28,8 +28,8 @@ struct Rodas5PTableau {
   static constexpr int stages = 8;
   static constexpr double gamma = 0.21193756319429014;
   // a[i][j], j < i (stage inputs).
-  SHOAL_HD static constexpr double a(int i, int j) {
-    constexpr double v[8][7] = {
+  SHOAL_HD static double a(int i, int j) {
+    static constexpr double v[8][7] = {
         {0, 0, 0, 0, 0, 0, 0},
         {3.0, 0, 0, 0, 0, 0, 0},
         {2.849394379747939, 0.45842242204463923, 0, 0, 0, 0, 0},
@@ -46,8 +46,8 @@ struct Rodas5PTableau {
     return v[i][j];
   }
   // C[i][j], j < i (the transformed Γ⁻¹ couplings, divided by h in use).
-  SHOAL_HD static constexpr double C(int i, int j) {
-    constexpr double v[8][7] = {
+  SHOAL_HD static double C(int i, int j) {
+    static constexpr double v[8][7] = {
         {0, 0, 0, 0, 0, 0, 0},
         {-14.155112264123755, 0, 0, 0, 0, 0, 0},
         {-17.97296035885952, -2.859693295451294, 0, 0, 0, 0, 0},
@@ -62,31 +62,31 @@ struct Rodas5PTableau {
     };
     return v[i][j];
   }
-  SHOAL_HD static constexpr double c(int i) {
-    constexpr double v[8] = {0.0,
-                             0.6358126895828704,
-                             0.4095798393397535,
-                             0.9769306725060716,
-                             0.4288403609558664,
-                             1.0,
-                             1.0,
-                             1.0};
+  SHOAL_HD static double c(int i) {
+    static constexpr double v[8] = {0.0,
+                                    0.6358126895828704,
+                                    0.4095798393397535,
+                                    0.9769306725060716,
+                                    0.4288403609558664,
+                                    1.0,
+                                    1.0,
+                                    1.0};
     return v[i];
   }
-  SHOAL_HD static constexpr double d(int i) {
-    constexpr double v[8] = {0.21193756319429014,
-                             -0.42387512638858027,
-                             -0.3384627126235924,
-                             1.8046452872882734,
-                             2.325825639765069,
-                             0.0,
-                             0.0,
-                             0.0};
+  SHOAL_HD static double d(int i) {
+    static constexpr double v[8] = {0.21193756319429014,
+                                    -0.42387512638858027,
+                                    -0.3384627126235924,
+                                    1.8046452872882734,
+                                    2.325825639765069,
+                                    0.0,
+                                    0.0,
+                                    0.0};
     return v[i];
   }
   // Dense output: K_r = Σ_i h[r][i] k_i, y(θ) = (1−θ) y0 + θ (y1 + (1−θ)(K_0 + θ (K_1 + θ K_2))).
-  SHOAL_HD static constexpr double h(int i, int j) {
-    constexpr double v[3][8] = {
+  SHOAL_HD static double h(int i, int j) {
+    static constexpr double v[3][8] = {
         {25.948786856663858, -2.5579724845846235, 10.433815404888879, -2.3679251022685204,
          0.524948541321073, 1.1241088310450404, 0.4272876194431874, -0.17202221070155493},
         {-9.91568850695171, -0.9689944594115154, 3.0438037242978453, -24.495224566215796,

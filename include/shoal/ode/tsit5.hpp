@@ -7,9 +7,10 @@
 // arbitrary times never shortens a step.
 //
 // The numbers are the published tableau (OrdinaryDiffEq.jl lists them to 80 digits; these are
-// their nearest doubles). They are accessor functions over local constexpr tables, not static
-// member arrays, because device code (nvcc, NVRTC) cannot read a host static array; with the
-// loops' constant bounds every index folds to a literal.
+// their nearest doubles). They are accessor functions over function-local static constexpr
+// tables, not static member arrays, because device code (nvcc, NVRTC) cannot read a host static
+// member array; `static` keeps the table in read-only data instead of rebuilding it on the stack
+// at every call with a run-time index (a 7x slowdown of Rodas5P when it was missing).
 #pragma once
 
 #include "shoal/config.hpp"
@@ -22,13 +23,13 @@ struct Tsit5Tableau {
   static constexpr int order = 5;
   static constexpr int embedded_order = 4;
   // Stage times c_i; c_1 = 0, c_7 = 1.
-  SHOAL_HD static constexpr double c(int i) {
-    constexpr double v[7] = {0.0, 0.161, 0.327, 0.9, 0.9800255409045097, 1.0, 1.0};
+  SHOAL_HD static double c(int i) {
+    static constexpr double v[7] = {0.0, 0.161, 0.327, 0.9, 0.9800255409045097, 1.0, 1.0};
     return v[i];
   }
   // a[i][j], i the stage (row 6 is the solution weights: FSAL).
-  SHOAL_HD static constexpr double a(int i, int j) {
-    constexpr double v[7][6] = {
+  SHOAL_HD static double a(int i, int j) {
+    static constexpr double v[7][6] = {
         {0, 0, 0, 0, 0, 0},
         {0.161, 0, 0, 0, 0, 0},
         {-0.008480655492356989, 0.335480655492357, 0, 0, 0, 0},
@@ -42,29 +43,29 @@ struct Tsit5Tableau {
     return v[i][j];
   }
   // Solution weights b (order 5) = a[6][:], b_7 = 0.
-  SHOAL_HD static constexpr double b(int i) {
-    constexpr double v[7] = {
+  SHOAL_HD static double b(int i) {
+    static constexpr double v[7] = {
         0.09646076681806523, 0.01, 0.4798896504144996, 1.379008574103742, -3.290069515436081,
         2.324710524099774,   0.0};
     return v[i];
   }
   // Embedded weights (order 4).
-  SHOAL_HD static constexpr double b_hat(int i) {
-    constexpr double v[7] = {0.09468075576583945, 0.009183565540343254, 0.4877705284247616,
-                             1.234297566930479,   -2.7077123499835256,  1.866628418170587,
-                             0.015151515151515152};
+  SHOAL_HD static double b_hat(int i) {
+    static constexpr double v[7] = {0.09468075576583945, 0.009183565540343254, 0.4877705284247616,
+                                    1.234297566930479,   -2.7077123499835256,  1.866628418170587,
+                                    0.015151515151515152};
     return v[i];
   }
   // Error weights b - b_hat, rounded from the exact difference rather than subtracted in double.
-  SHOAL_HD static constexpr double e(int i) {
-    constexpr double v[7] = {0.00178001105222577714, 0.0008164344596567469, -0.007880878010261995,
-                             0.1447110071732629,     -0.5823571654525552,   0.45808210592918697,
-                             -0.015151515151515152};
+  SHOAL_HD static double e(int i) {
+    static constexpr double v[7] = {
+        0.00178001105222577714, 0.0008164344596567469, -0.007880878010261995, 0.1447110071732629,
+        -0.5823571654525552,    0.45808210592918697,   -0.015151515151515152};
     return v[i];
   }
   // Dense output: b_i(θ) = r[i][0] θ + r[i][1] θ² + r[i][2] θ³ + r[i][3] θ⁴.
-  SHOAL_HD static constexpr double r(int i, int j) {
-    constexpr double v[7][4] = {
+  SHOAL_HD static double r(int i, int j) {
+    static constexpr double v[7][4] = {
         {1.0, -2.763706197274826, 2.9132554618219126, -1.0530884977290216},
         {0.0, 0.13169999999999998, -0.2234, 0.1017},
         {0.0, 3.9302962368947516, -5.941033872131505, 2.490627285651253},
