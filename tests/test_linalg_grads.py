@@ -347,3 +347,24 @@ def test_float32_gradients():
     )
     for x, y in zip(g, g64, strict=True):
         np.testing.assert_allclose(x, y, rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("complex_", [False, True])
+def test_upper_triangle_gradients(complex_):
+    """lower=False: derivatives w.r.t. the upper triangle, nothing to the lower one."""
+    rng = np.random.default_rng(90)
+    a, b = rand_herm(rng, 4, complex_), rand_spd(rng, 4, complex_)
+    for it in (1, 3):
+
+        def f(a, b, it=it):
+            w, v = eigh(a, b, type=it, lower=False)
+            return gauge_free(v, w)
+
+        check_grads(f, (a, b), order=1, modes=("fwd", "rev"), atol=1e-6, rtol=1e-6)
+        ga, gb = jax.grad(
+            lambda a, b, it=it: jnp.real(
+                jnp.sum(gauge_free(*eigh(a, b, type=it, lower=False)[::-1])[1])
+            ),
+            argnums=(0, 1),
+        )(a, b)
+        assert np.all(np.tril(np.asarray(ga), -1) == 0) and np.all(np.tril(np.asarray(gb), -1) == 0)
