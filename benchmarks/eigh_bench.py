@@ -269,7 +269,7 @@ def main():
         single = [
             r
             for r in rows
-            if r["problem"] == "gen" and "x" not in r["case"][:-4] and r["case"].count("x") == 1
+            if r["problem"] == "gen" and r["case"].count("x") == 1  # "NxN", not "BxNxN"
         ]
         ns = [int(r["case"].split("x")[0]) for r in single]
         for name in ("shoal", "shoal-jax", "eigh(pkg)"):
@@ -277,6 +277,9 @@ def main():
                 ax.loglog(ns, [r[f"{name}_{what}"] for r in single], "o-", label=name)
         if what == "fwd":
             ax.loglog(ns, [r["scipy_fwd"] for r in single], "s--", label="scipy")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(ns, [str(n) for n in ns])
+        ax.minorticks_off()
         ax.set_xlabel("n")
         ax.set_ylabel("ms")
         ax.set_title(f"generalized, float64: {'forward' if what == 'fwd' else 'value_and_grad'}")
