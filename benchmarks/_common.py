@@ -1,0 +1,138 @@
+"""Helpers shared by the benchmark scripts: machine header, timing, CSV output.
+
+Importing this module puts the repository root on ``sys.path`` so that a benchmark runs from a
+checkout both as ``PYTHONPATH=. python benchmarks/x.py`` and as ``python benchmarks/x.py``.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def load_average() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "n/a"
+
+
+def header_lines(extra: dict[str, str] | None = None) -> list[str]:
+    """Where and when a benchmark ran, one 'key: value' line each."""
+    import jax
+
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    info = {
+        "date": now,
+        "cpu": f"{cpu_model()}, {os.cpu_count()} logical CPUs ({usable_cpus()} usable)",
+        "load average (1/5/15 min) at start": load_average(),
+        "python": platform.python_version(),
+        "jax": f"{jax.__version__} (backend {jax.default_backend()})",
+    }
+    info.update(extra or {})
+    width = max(len(k) for k in info)
+    return [f"{k:<{width}} : {v}" for k, v in info.items()]
+
+
+class ForeignLoad:
+    """CPU time used by *other* processes while a block runs, in cores (Linux /proc/stat).
+
+    Busy jiffies of the whole machine minus this process's own CPU time, over the wall time. On a
+    shared 2-core machine a concurrent build or test run shows up here; a benchmark should report
+    it next to its times. NaN where /proc/stat is unavailable.
+    """
+
+    def __enter__(self):
+        self._start = (_machine_busy_s(), time.process_time(), time.perf_counter())
+        return self
+
+    def __exit__(self, *exc):
+        busy, own, wall = _machine_busy_s(), time.process_time(), time.perf_counter()
+        self.wall_s = wall - self._start[2]
+        self.own_s = own - self._start[1]  # this process's CPU time (all its threads)
+        self.foreign_s = busy - self._start[0] - self.own_s
+        self.cores = self.foreign_s / self.wall_s
+        return False
+
+
+def _machine_busy_s() -> float:
+    try:
+        with open("/proc/stat") as fh:
+            fields = fh.readline().split()[1:]
+    except OSError:
+        return float("nan")
+    values = [int(x) for x in fields]
+    idle = values[3] + (values[4] if len(values) > 4 else 0)  # idle + iowait
+    # guest time is already counted in user/nice: only the first 8 fields
+    return (sum(values[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_for_quiet(max_wait_s: float, threshold_cores: float = 0.25, window_s: float = 1.0):
+    """Wait (up to max_wait_s) until other processes use less than threshold_cores.
+
+    Returns the foreign load of the last window (cores)."""
+    deadline = time.perf_counter() + max_wait_s
+    while True:
+        with ForeignLoad() as load:
+            time.sleep(window_s)
+        if not load.cores >= threshold_cores or time.perf_counter() >= deadline:
+            return load.cores
+
+
+def time_calls(fn, repeats: int) -> list[float]:
+    """Wall times (s) of ``repeats`` calls of ``fn()``; fn must block until its result is ready."""
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def median(xs) -> float:
+    return float(statistics.median(xs))
+
+
+def write_csv(path: Path, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def fmt_time(seconds: float) -> str:
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.1f} us"
+    if seconds < 1:
+        return f"{seconds * 1e3:.2f} ms"
+    return f"{seconds:.3f} s"
