@@ -5,7 +5,6 @@
 
 __version__ = "0.1.0"
 
-from shoal import ode  # noqa: E402
-from shoal import linalg  # noqa: E402
+from shoal import linalg, ode  # noqa: E402
 
 __all__ = ["ode", "linalg", "__version__"]
