@@ -313,10 +313,6 @@ def test_detect_constant_matrix_product():
                                   a != 0)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "shoal bug: a constant matrix product with more than codegen.DOT_TABLE_THRESHOLD (512) "
-    "multiplies is emitted as a loop over a constant table, and the tracer sees every table "
-    "entry, zeros included: 'auto' returns a dense pattern"))
 def test_detect_large_constant_matrix_product():
     a = random_sparse_matrix(32, 0.1, seed=4)
     np.testing.assert_array_equal(detect_pattern(constant_matrix_model(a), 32, 0, np.float64),

@@ -559,9 +559,25 @@ class _Translator:
         vdt = rdt if const_is_lhs else ldt
         nb, nk, nc = K.shape
         nv = V.shape[1]
+        # The constant operand is stored by rows (b, k) of its nonzeros only, as the scalarised
+        # path skips zeros: the loop then does no work on structural zeros, and the sparsity
+        # tracer sees exactly the entries that matter instead of a dense product.
         table = self.em.fresh("table")
-        values = ", ".join(_double(x) for x in K.flat)
-        self.em.tables.append(f"SHOAL_TABLE double {table}[{K.size}] = {{{values}}};")
+        values, columns, row_start = [], [], [0]
+        for row in K.reshape(nb * nk, nc):
+            for c, x in enumerate(row):
+                if not (x == 0):  # NaN stays: it must propagate
+                    values.append(_double(x))
+                    columns.append(str(c))
+            row_start.append(len(values))
+        if not values:  # C++ has no zero-length arrays
+            values, columns = ["0.0"], ["0"]
+        self.em.tables += [
+            f"SHOAL_TABLE double {table}_values[{len(values)}] = {{{', '.join(values)}}};",
+            f"SHOAL_TABLE int {table}_columns[{len(columns)}] = {{{', '.join(columns)}}};",
+            f"SHOAL_TABLE int {table}_rows[{len(row_start)}] = "
+            f"{{{', '.join(map(str, row_start))}}};",
+        ]
         vec = self.em.fresh("operand")
         items = ", ".join(self.em.render(x, vdt) for x in V.flat)
         res = self.em.fresh("product")
@@ -571,8 +587,8 @@ class _Translator:
             f"for (int b = 0; b < {nb}; ++b) for (int k = 0; k < {nk}; ++k) "
             f"for (int v = 0; v < {nv}; ++v) {{",
             "  T acc = T(0);",
-            f"  for (int c = 0; c < {nc}; ++c) acc += T({table}[(b * {nk} + k) * {nc} + c]) * "
-            f"{vec}[(b * {nv} + v) * {nc} + c];",
+            f"  for (int e = {table}_rows[b * {nk} + k]; e < {table}_rows[b * {nk} + k + 1]; ++e)",
+            f"    acc += T({table}_values[e]) * {vec}[(b * {nv} + v) * {nc} + {table}_columns[e]];",
             f"  {res}[(b * {nk} + k) * {nv} + v] = acc;",
             "}",
         ]
