@@ -316,57 +316,65 @@ def main(argv=None) -> int:
 
     rows: list[dict] = []
     notes: list[str] = []
+    # Sizes outer, cases inner: when --deadline cuts the run short, every case has its smaller
+    # sizes measured.
     for name in names:
-        case = cases[name]
-        print(f"== {case.description}", flush=True)
-        shoal_fns = {v: make_shoal(case, v) for v in case.variants}
-        diffrax_fn = None if args.skip_diffrax else make_diffrax(case)
-        prev_diffrax = None  # (N, first_s, median_s) at the previous size
-        hdr = (f"{'N':>7} {'solver':<16} {'first ms':>9} {'median ms':>10} {'min ms':>9} "
-               f"{'steps':>7} {'fail':>5} {'err':>9} {'abs err':>9} {'diffrax/shoal':>13} "
-               f"{'seed ms':>8}")
-        print(hdr)
-        print("-" * len(hdr), flush=True)
-        for n in sizes:
+        print(f"{name}: {cases[name].description}")
+    hdr = (f"{'case':<10} {'N':>7} {'solver':<16} {'first ms':>9} {'median ms':>10} "
+           f"{'min ms':>9} {'steps':>7} {'fail':>5} {'err':>9} {'abs err':>9} "
+           f"{'diffrax/shoal':>13} {'seed ms':>8}")
+    print()
+    print(hdr)
+    print("-" * len(hdr), flush=True)
+    shoal_fns = {name: {v: make_shoal(cases[name], v) for v in cases[name].variants}
+                 for name in names}
+    diffrax_fns = {name: None if args.skip_diffrax else make_diffrax(cases[name])
+                   for name in names}
+    prev_diffrax: dict[str, tuple] = {}  # case -> (N, first_s, median_s) at the previous size
+    for n in sizes:
+        for name in names:
+            case = cases[name]
             if time.perf_counter() - start > args.deadline:
-                notes.append(f"{name} N={n}: not run (--deadline {args.deadline:g} s reached)")
-                print(f"{n:>7} not run: --deadline {args.deadline:g} s reached", flush=True)
+                note = f"{name} N={n}: not run (--deadline {args.deadline:g} s reached)"
+                notes.append(note)
+                print(f"{name:<10} {n:>7} not run: --deadline {args.deadline:g} s reached",
+                      flush=True)
                 continue
             params = case.params(n)
             dev_args = jax.device_put((case.y0, case.t_span, params), device)
             idx = subsample(n, args.ref_trajectories)
-            results = {}
             with jax.default_device(device):
-                for variant, fn in shoal_fns.items():
-                    results[variant] = measure(fn, dev_args, args.repeats)
+                results = {variant: measure(fn, dev_args, args.repeats)
+                           for variant, fn in shoal_fns[name].items()}
                 d_res, d_note = None, None
-                if diffrax_fn is not None:
+                if diffrax_fns[name] is not None:
                     repeats = args.repeats
-                    if prev_diffrax is not None:
-                        n0, first0, med0 = prev_diffrax
+                    skip = False
+                    if name in prev_diffrax:
+                        n0, first0, med0 = prev_diffrax[name]
                         per_call = med0 * n / n0
                         warm = max(first0 - med0, 0.0) + per_call
                         if warm + per_call > args.budget:
-                            d_note = (f"diffrax skipped at N={n}: warm-up + 1 call estimated "
-                                      f"{warm + per_call:.1f} s > --budget {args.budget:g} s "
-                                      f"(linear extrapolation from N={n0}: "
+                            skip = True
+                            d_note = (f"diffrax {name} skipped at N={n}: warm-up + 1 call "
+                                      f"estimated {warm + per_call:.1f} s > --budget "
+                                      f"{args.budget:g} s (linear extrapolation from N={n0}: "
                                       f"{med0 * 1e3:.3g} ms per call)")
-                        else:
-                            fit = int((args.budget - warm) / per_call)
-                            if fit < repeats:
-                                d_note = (f"diffrax at N={n}: {max(fit, 1)} timed calls instead "
-                                          f"of {repeats} to stay within --budget "
-                                          f"{args.budget:g} s (extrapolated from N={n0})")
-                                repeats = max(fit, 1)
-                    if d_note is None or "skipped" not in d_note:
-                        d_res = measure(diffrax_fn, dev_args, repeats)
-                        prev_diffrax = (n, d_res["first_s"], d_res["median_s"])
+                        elif int((args.budget - warm) / per_call) < repeats:
+                            repeats = max(int((args.budget - warm) / per_call), 1)
+                            d_note = (f"diffrax {name} at N={n}: {repeats} timed call(s) "
+                                      f"instead of {args.repeats} to stay within --budget "
+                                      f"{args.budget:g} s (extrapolated from N={n0})")
+                    if not skip:
+                        d_res = measure(diffrax_fns[name], dev_args, repeats)
+                        prev_diffrax[name] = (n, d_res["first_s"], d_res["median_s"])
                     if d_note:
                         notes.append(d_note)
+            new_rows = []
             for variant, res in results.items():
                 ys, attempts, status = res["out"]
                 seed = SEED_MS.get((name, variant), {}).get(n) if args.problem == "seed" else None
-                row = {
+                new_rows.append({
                     "case": name, "problem": args.problem, "n": n, "solver": f"shoal {variant}",
                     "first_ms": res["first_s"] * 1e3, "median_ms": res["median_s"] * 1e3,
                     "min_ms": res["min_s"] * 1e3, "repeats": res["repeats"],
@@ -378,12 +386,11 @@ def main(argv=None) -> int:
                     else float("nan"),
                     "seed_ms": seed if seed is not None else float("nan"),
                     "device": str(device),
-                }
-                rows.append(row)
+                })
             if d_res is not None:
                 ys, steps, failed = d_res["out"]
                 seed = SEED_DIFFRAX_MS.get(name, {}).get(n) if args.problem == "seed" else None
-                rows.append({
+                new_rows.append({
                     "case": name, "problem": args.problem, "n": n,
                     "solver": f"diffrax {case.diffrax_solver}",
                     "first_ms": d_res["first_s"] * 1e3, "median_ms": d_res["median_s"] * 1e3,
@@ -395,22 +402,22 @@ def main(argv=None) -> int:
                     "seed_ms": seed if seed is not None else float("nan"),
                     "device": str(device),
                 })
-            for row in rows:
-                if row["case"] != name or row["n"] != n:
-                    continue
+            rows += new_rows
+            for row in new_rows:
                 ratio = row["diffrax_over_shoal"]
-                print(f"{n:>7} {row['solver']:<16} {fmt_ms(row['first_ms'] / 1e3):>9} "
+                print(f"{name:<10} {n:>7} {row['solver']:<16} "
+                      f"{fmt_ms(row['first_ms'] / 1e3):>9} "
                       f"{fmt_ms(row['median_ms'] / 1e3):>10} {fmt_ms(row['min_ms'] / 1e3):>9} "
                       f"{row['mean_steps']:>7.1f} {row['failed']:>5} {row['err']:>9.2e} "
                       f"{row['abs_err']:>9.2e} "
                       f"{(f'{ratio:.1f}x' if math.isfinite(ratio) else '-'):>13} "
                       f"{fmt_ms(row['seed_ms'] / 1e3):>8}", flush=True)
             if d_note:
-                print(f"        note: {d_note}", flush=True)
-        print(flush=True)
+                print(f"{'':<10} note: {d_note}", flush=True)
+            if args.out_dir:  # written after every size: a killed run keeps what it measured
+                _common.write_csv(args.out_dir / "gpu_bench.csv", rows)
+    print()
 
-    if rows:
-        _common.write_csv(args.out_dir / "gpu_bench.csv", rows)
     if args.problem == "seed":
         print("seed ms: the seed's published times on an NVIDIA RTX 4070 SUPER (different "
               "hardware; /work/shared/ANCHORS.md); its diffrax rows are the seed's diffrax runs.")
@@ -418,24 +425,30 @@ def main(argv=None) -> int:
           "on disk, so only a cold cache pays it).")
     for note in notes:
         print(f"note: {note}")
-    # One headline per (case, variant) at the largest N measured.
+    # One headline per (case, variant) at the largest N measured; where diffrax did not run
+    # there, its ratio at the largest N where it did.
     for name in names:
         case_rows = [r for r in rows if r["case"] == name and r["solver"].startswith("shoal")]
         if not case_rows:
             continue
         n_max = max(r["n"] for r in case_rows)
-        diffrax_row = next((r for r in rows if r["case"] == name and r["n"] == n_max
-                            and r["solver"].startswith("diffrax")), None)
         for r in (r for r in case_rows if r["n"] == n_max):
-            ratio = r["diffrax_over_shoal"]
-            seed = r["seed_ms"]
-            print(f"HEADLINE {name} {r['solver']} N={n_max}: {r['median_ms']:.3g} ms, "
-                  f"err {r['err']:.1e}, fail {r['failed']}"
-                  + (f"; diffrax {diffrax_row['median_ms']:.4g} ms (err "
-                     f"{diffrax_row['err']:.1e}), diffrax/shoal {ratio:.1f}x"
-                     if diffrax_row else "; diffrax not run")
-                  + (f"; seed {seed:g} ms (RTX 4070 SUPER)" if math.isfinite(seed) else "")
-                  + f" [{device.platform}]")
+            line = (f"HEADLINE {name} {r['solver']} N={n_max}: {r['median_ms']:.3g} ms, "
+                    f"err {r['err']:.1e} (abs {r['abs_err']:.1e}), fail {r['failed']}")
+            both = [q for q in case_rows if q["solver"] == r["solver"]
+                    and math.isfinite(q["diffrax_over_shoal"])]
+            if both:
+                q = max(both, key=lambda q: q["n"])
+                d = next(x for x in rows if x["case"] == name and x["n"] == q["n"]
+                         and x["solver"].startswith("diffrax"))
+                at = "" if q["n"] == n_max else f" at N={q['n']} (not run at N={n_max})"
+                line += (f"; diffrax {d['median_ms']:.4g} ms{at} (err {d['err']:.1e}), "
+                         f"diffrax/shoal {q['diffrax_over_shoal']:.1f}x")
+            else:
+                line += "; diffrax not run"
+            if math.isfinite(r["seed_ms"]):
+                line += f"; seed {r['seed_ms']:g} ms (RTX 4070 SUPER)"
+            print(line + f" [{device.platform}]")
     print(f"total {time.perf_counter() - start:.1f} s; CSV: {args.out_dir / 'gpu_bench.csv'}")
     return 0
 
