@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.custom_derivatives import SymbolicZero
 
-from shoal.linalg import _ffi
+from shoal.linalg import _cuda, _ffi
 from shoal.linalg._jax_impl import hermitian, jax_eigh
 from shoal.linalg._jvp import default_threshold, eigh_jvp
 
@@ -48,14 +48,16 @@ def _primal(a, b, cfg: _Config, vectors: bool):
     )
     if cfg.method == "jax":
         return jax_eigh(a, b, **kw)
-    # The LAPACK kernels exist for CPU only; anywhere else (GPU, TPU) the same call lowers to
-    # the pure-JAX path. Only the branch for the compilation platform is lowered.
-    return jax.lax.platform_dependent(
-        a,
-        b,
+    # CPU: the LAPACK kernels. CUDA: the cuSOLVER kernels when cuSOLVER loads (decided once; the
+    # branch exists only where a CUDA backend does). Anything else (ROCm, TPU, or CUDA without
+    # cuSOLVER): the pure-JAX path. Only the branch for the compilation platform is lowered.
+    branches = dict(
         cpu=lambda a, b: _ffi.kernel_eigh(a, b, **kw),
         default=lambda a, b: jax_eigh(a, b, **kw),
     )
+    if _cuda.enabled():
+        branches["cuda"] = lambda a, b: _cuda.cuda_eigh(a, b, **kw)
+    return jax.lax.platform_dependent(a, b, **branches)
 
 
 @partial(jax.custom_jvp, nondiff_argnums=(2,))
@@ -117,6 +119,8 @@ def _is_concrete(x) -> bool:
 def _reason(code: int, n: int, generalized: bool) -> str:
     if code == _ffi.NON_FINITE_INPUT:
         return "the input contains NaN or Inf"
+    if code == _ffi.NOT_POSITIVE_DEFINITE:
+        return "b is not positive definite (its Cholesky factorization failed)"
     if code < 0:
         return f"LAPACK rejected argument {-code} (internal error, please report)"
     if generalized and code > n:

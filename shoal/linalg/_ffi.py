@@ -18,6 +18,8 @@ _registered = False
 
 # Status codes written by the kernel (besides LAPACK's own info).
 NON_FINITE_INPUT = -1000
+# b is not positive definite, the failing minor unknown (the CUDA path's Cholesky in JAX).
+NOT_POSITIVE_DEFINITE = -1001
 
 
 def available() -> bool:

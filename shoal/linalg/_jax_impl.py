@@ -63,9 +63,19 @@ def jax_eigh(
     info = jnp.where(
         ~finite_in, NON_FINITE_INPUT, jnp.where(~chol_ok, n + 1, jnp.where(ok_out, 0, 1))
     ).astype(jnp.int32)
+    return finish(w, v, info, vectors=vectors, subset=subset, il=il, iu=iu, vl=vl, vu=vu)
+
+
+def select_subset(w, v, *, subset: int, il: int, iu: int, vl: float, vu: float):
+    """Pick a subset out of a full ascending decomposition with the kernels' semantics.
+
+    subset 1: indices il..iu. subset 2: the eigenvalues in (vl, vu] first, then NaN padding
+    (length n); the padding's eigenvector columns are zero. ``v`` may be None.
+    """
+    n = w.shape[-1]
     if subset == 1:
         w = w[..., il : iu + 1]
-        v = v[..., il : iu + 1]
+        v = None if v is None else v[..., il : iu + 1]
     elif subset == 2:
         inside = (w > vl) & (w <= vu)
         first = jnp.sum(w <= vl, axis=-1, keepdims=True)
@@ -74,8 +84,15 @@ def jax_eigh(
         take = jnp.clip(first + idx, 0, n - 1)
         keep = idx < count
         w = jnp.where(keep, jnp.take_along_axis(w, take, axis=-1), jnp.nan)
-        v = jnp.take_along_axis(v, jnp.broadcast_to(take[..., None, :], v.shape), axis=-1)
-        v = jnp.where(keep[..., None, :], v, 0)
+        if v is not None:
+            v = jnp.take_along_axis(v, jnp.broadcast_to(take[..., None, :], v.shape), axis=-1)
+            v = jnp.where(keep[..., None, :], v, 0)
+    return w, v
+
+
+def finish(w, v, info, *, vectors: bool, subset: int, il: int, iu: int, vl: float, vu: float):
+    """Subset selection, then NaN for the failed elements (info != 0): (w, v or None, info)."""
+    w, v = select_subset(w, v if vectors else None, subset=subset, il=il, iu=iu, vl=vl, vu=vu)
     bad = info != 0
     w = jnp.where(bad[..., None], jnp.nan, w)
     if not vectors:

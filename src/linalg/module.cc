@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cusolver_api.hpp"
 #include "eigh_ffi.hpp"
 #include "lapack.hpp"
 
@@ -19,6 +20,31 @@ NB_MODULE(_linalg_ext, m) {
     d["shoal_linalg_eigh_gen_cpu"] = nb::capsule(reinterpret_cast<void*>(&ShoalLinalgEighGenCpu));
     return d;
   });
+  m.def(
+      "cuda_registrations",
+      [] {
+        nb::dict d;
+        d["shoal_linalg_eigh_cuda"] = nb::capsule(reinterpret_cast<void*>(&ShoalLinalgEighCuda));
+        d["shoal_linalg_eigh_gen_cuda"] =
+            nb::capsule(reinterpret_cast<void*>(&ShoalLinalgEighGenCuda));
+        return d;
+      },
+      "FFI handlers for platform CUDA (cuSOLVER must be loaded before they run).");
+  m.def(
+      "load_cusolver",
+      [](const std::string& path, bool noload) {
+        return shoal::linalg::cusolver::load(path, noload);
+      },
+      nb::arg("path"), nb::arg("noload") = false,
+      "dlopen cuSOLVER (a soname or path); with noload only if already loaded. Returns '' on "
+      "success (the first success sticks), else why it failed.");
+  m.def("cusolver_loaded_path", &shoal::linalg::cusolver::loaded_path,
+        "The soname/path cuSOLVER was loaded from ('' if not loaded).");
+  m.def("cusolver_version", &shoal::linalg::cusolver::version,
+        "cusolverGetVersion() of the loaded library (0 if not loaded).");
+  m.def("cusolver_probe", &shoal::linalg::cusolver::probe,
+        "Create and destroy a cuSOLVER handle: '' if a usable device exists, else why not.");
+  m.def("cusolver_status_message", &shoal::linalg::cusolver::status_message, nb::arg("status"));
   m.def(
       "lapack_names",
       [] {
@@ -42,10 +68,9 @@ NB_MODULE(_linalg_ext, m) {
       [](uintptr_t address) {
         shoal::linalg::set_blas_local_threads_function(reinterpret_cast<void*>(address));
       },
-      nb::arg("address"),
-      "Address of OpenBLAS's openblas_set_num_threads_local (0 to disable).");
+      nb::arg("address"), "Address of OpenBLAS's openblas_set_num_threads_local (0 to disable).");
   m.def("set_max_batch_workers", &shoal::linalg::set_max_batch_workers, nb::arg("n"),
         "Most threads a batch is spread over (0: XLA's CPU pool size + the caller).");
-  m.def("set_threaded_blas_min_order", &shoal::linalg::set_threaded_blas_min_order,
-        nb::arg("n"), "Lone matrices of at least this order use the BLAS's own threads.");
+  m.def("set_threaded_blas_min_order", &shoal::linalg::set_threaded_blas_min_order, nb::arg("n"),
+        "Lone matrices of at least this order use the BLAS's own threads.");
 }
