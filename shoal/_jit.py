@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 # Never -ffast-math: step rejection depends on NaN and Inf propagating. -ffp-contract=off keeps
@@ -78,12 +79,15 @@ def _headers_digest() -> str:
     return h.hexdigest()
 
 
-def cache_key(source: str) -> str:
+def cache_key(source: str, identity: str | None = None) -> str:
+    """Key of one cache entry: hashes the source, the toolchain's identity (default: the host
+    compiler and CXX_FLAGS), shoal's version and its core headers."""
     from shoal import __version__
 
-    _, identity = find_compiler()
+    if identity is None:
+        identity = find_compiler()[1] + "\0" + " ".join(CXX_FLAGS)
     h = hashlib.sha256()
-    for part in (source, identity, " ".join(CXX_FLAGS), __version__, _headers_digest()):
+    for part in (source, identity, __version__, _headers_digest()):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()[:32]
@@ -92,11 +96,46 @@ def cache_key(source: str) -> str:
 _loaded: dict[str, Path] = {}
 
 
-def _valid(lib: Path, key: str) -> bool:
+def _valid(artifact: Path, key: str) -> bool:
     try:
-        return lib.is_file() and f"shoal-key:{key}".encode() in lib.read_bytes()
+        return artifact.is_file() and f"shoal-key:{key}".encode() in artifact.read_bytes()
     except OSError:
         return False
+
+
+def cached_build(source: str, suffix: str, identity: str,
+                 build: Callable[[Path, Path], None]) -> Path:
+    """Path of the artifact ``<key><suffix>`` built from ``source``, building it if needed.
+
+    ``build(source_file, output)`` compiles the source written to ``source_file`` into ``output``.
+    The written source has the marker ``SHOAL_CACHE_KEY`` replaced by the key string, which the
+    artifact must embed (as the initialiser of an exported char array) so that a truncated or
+    foreign file is rebuilt.
+    The output is written under a temporary name and renamed into place.
+    """
+    key = cache_key(source, identity)
+    if key in _loaded:
+        return _loaded[key]
+    directory = cache_dir()
+    artifact = directory / f"{key}{suffix}"
+    if not _valid(artifact, key):
+        with open(directory / f"{key}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not _valid(artifact, key):  # another process may have built it while we waited
+                src = directory / f"{key}{'.cu' if suffix == '.cubin' else '.cc'}"
+                src.write_text(source.replace("SHOAL_CACHE_KEY", f'"shoal-key:{key}"'))
+                fd, tmp = tempfile.mkstemp(prefix=f"{key}.", suffix=f"{suffix}.tmp",
+                                           dir=directory)
+                os.close(fd)
+                try:
+                    build(src, Path(tmp))
+                    os.chmod(tmp, 0o700)
+                    os.replace(tmp, artifact)
+                finally:
+                    if os.path.exists(tmp):
+                        os.unlink(tmp)
+    _loaded[key] = artifact
+    return artifact
 
 
 def compile_library(source: str) -> Path:
@@ -105,35 +144,15 @@ def compile_library(source: str) -> Path:
     The source must contain the marker ``SHOAL_CACHE_KEY`` where the key string is to be embedded
     (as the initialiser of an exported char array).
     """
-    key = cache_key(source)
-    if key in _loaded:
-        return _loaded[key]
-    directory = cache_dir()
-    lib = directory / f"{key}.so"
-    if not _valid(lib, key):
-        with open(directory / f"{key}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            if not _valid(lib, key):  # another process may have built it while we waited
-                _build(source.replace("SHOAL_CACHE_KEY", f'"shoal-key:{key}"'), directory, key)
-    _loaded[key] = lib
-    return lib
+    _, identity = find_compiler()
+    return cached_build(source, ".so", identity + "\0" + " ".join(CXX_FLAGS), _build_library)
 
 
-def _build(source: str, directory: Path, key: str) -> None:
-    src = directory / f"{key}.cc"
-    src.write_text(source)
+def _build_library(src: Path, output: Path) -> None:
     exe, _ = find_compiler()
-    fd, tmp = tempfile.mkstemp(prefix=f"{key}.", suffix=".so.tmp", dir=directory)
-    os.close(fd)
-    cmd = [exe, *CXX_FLAGS, f"-I{include_dir()}", str(src), "-o", tmp]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise CompileError(
-                f"compiling the generated model failed (source: {src})\n"
-                f"command: {' '.join(cmd)}\n{proc.stderr.strip()}")
-        os.chmod(tmp, 0o700)
-        os.replace(tmp, directory / f"{key}.so")
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    cmd = [exe, *CXX_FLAGS, f"-I{include_dir()}", str(src), "-o", str(output)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise CompileError(
+            f"compiling the generated model failed (source: {src})\n"
+            f"command: {' '.join(cmd)}\n{proc.stderr.strip()}")

@@ -511,8 +511,8 @@ def test_return_stats_under_differentiation(method):
 
 
 def _entries(jaxpr_text):
-    """The compiled entry points a program calls (the ffi_call's 'entry' attribute)."""
-    return sorted(set(re.findall(r"'entry', '(shoal_ode_\w+)'", jaxpr_text)))
+    """The compiled entry points a program calls (the ensemble primitive's ModelBuild)."""
+    return sorted(set(re.findall(r"ModelBuild\((shoal_ode_\w+)", jaxpr_text)))
 
 
 @pytest.mark.parametrize("method", METHODS)

@@ -14,13 +14,17 @@
 
 #define SHOAL_INLINE SHOAL_HD inline
 
-// Constant tables emitted by the code generator (large constant matrices).
-#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
-#define SHOAL_TABLE __device__ static const
-#else
-#define SHOAL_TABLE static const
-#endif
-
 #ifndef __CUDACC_RTC__
 #include <cstdint>
+#else
+// NVRTC has no host standard headers: the fixed-width integers the headers use, spelled out
+// (CUDA's data model: LP64 on every supported host).
+typedef signed char int8_t;
+typedef short int16_t;
+typedef int int32_t;
+typedef long long int64_t;
+typedef unsigned char uint8_t;
+typedef unsigned short uint16_t;
+typedef unsigned int uint32_t;
+typedef unsigned long long uint64_t;
 #endif

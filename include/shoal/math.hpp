@@ -18,7 +18,7 @@ namespace shoal {
 namespace math {
 
 #if defined(__CUDACC_RTC__)
-#define SHOAL_MATH_NS
+#define SHOAL_MATH_NS ::  // NVRTC declares the CUDA math functions globally
 #else
 #define SHOAL_MATH_NS std::
 #endif

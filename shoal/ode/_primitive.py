@@ -1,10 +1,13 @@
-"""The ensemble-solve primitive: compiled model + ``jax.ffi.ffi_call``.
+"""The ensemble-solve primitive: one JAX primitive, lowered per platform to one FFI target.
 
-Model libraries are built per (model source, dtype, variant) through the host JIT cache and loaded
-before lowering; the FFI call names the library and entry point in its attributes, so the single
-registered target serves every model. ``vmap_method="broadcast_all"`` makes a vmapped solve one
-ensemble call: batch dimensions are prepended to every operand, and the handler flattens leading
-dimensions into the ensemble axis (t_span rows are shared by consecutive trajectories).
+``solve`` generates a model's C++ source when it traces ``f``; the source travels in the
+primitive's parameters (a :class:`ModelBuild`) and is compiled only when the call is lowered, for
+the platform it is lowered for: a host shared library on CPU (the host JIT, ``shoal._jit``), a
+cubin per device architecture on CUDA (NVRTC, ``shoal._nvrtc``). The FFI call names the artefact
+and its entry point in its attributes, so one registered target per platform serves every model.
+A vmapped solve is one ensemble call: batch dimensions are moved to the front of every operand,
+and the handler folds leading dimensions into the ensemble axis (t_span rows are shared by
+consecutive trajectories).
 """
 
 from __future__ import annotations
@@ -14,19 +17,26 @@ import weakref
 from dataclasses import dataclass
 
 import jax
-import jax.numpy as jnp
 import numpy as np
+from jax._src import dispatch
+from jax.extend.core import Primitive
+from jax.interpreters import batching, mlir
 
 from shoal import _jit
 from shoal.ode import _codegen, _ode_ext, _sparse
 
-TARGET = "shoal_ode_solve_cpu"
+TARGET_CPU = "shoal_ode_solve_cpu"
+TARGET_CUDA = "shoal_ode_solve_cuda"
 METHODS = ("tsit5", "rodas5p")
 LU_PRECISIONS = ("fp64", "fp32")
 ORDERINGS = ("amd", "natural")
 
+# The CUDA handler is registered even where JAX has no GPU backend: XLA keeps registrations for
+# platforms it has not loaded, and nothing runs until a call is lowered for CUDA.
+_PLATFORM_OF = {TARGET_CPU: "cpu", TARGET_CUDA: "CUDA"}
 for _name, _capsule in _ode_ext.registrations().items():
-    jax.ffi.register_ffi_target(_name, _capsule, platform="cpu")
+    jax.ffi.register_ffi_target(_name, _capsule, platform=_PLATFORM_OF[_name])
+
 
 def stepper_variant(method: str, lu_precision: str) -> str:
     """The compiled stepper for a method and its options."""
@@ -64,11 +74,9 @@ def sparse_structure(sparse: tuple[str, int, bytes]) -> _sparse.SparseStructure:
     return _sparse.analyze(pattern, ordering)
 
 
-def library_source(model: _codegen.GeneratedModel, variant: Variant) -> str:
-    """The complete translation unit for one (model, dtype, variant)."""
-    ctype = "double" if model.dtype == np.float64 else "float"
-    bits = 64 if model.dtype == np.float64 else 32
-    lines = [model.source, '#include "shoal/ode/ensemble.hpp"']
+def _stepper_source(variant: Variant) -> tuple[list[str], str, str]:
+    """(includes and helper definitions, stepper type, model type) for a variant."""
+    lines = ['#include "shoal/ode/ensemble.hpp"']
     model_type = "shoal_generated::Model"
     if variant.sens is not None:
         flags = ", ".join("true" if x else "false" for x in variant.sens)
@@ -76,30 +84,57 @@ def library_source(model: _codegen.GeneratedModel, variant: Variant) -> str:
         lines.append('#include "shoal/ode/sensitivity.hpp"')
     if variant.stepper == "tsit5":
         lines.append('#include "shoal/ode/tsit5.hpp"')
-        stepper_type = "shoal::ode::Tsit5"
-    else:
-        lu = "double" if variant.stepper.endswith("64") else "float"
-        matrix = f"shoal::ode::DenseMatrixOf<{lu}>::Type"
-        if variant.sparse is not None:
-            lines += [
-                '#include "shoal/ode/sparse_iteration_matrix.hpp"',
-                sparse_structure(variant.sparse).emit_cpp("ShoalSparseStructure"),
-                "template <class M>",
-                "using ShoalSparseMatrix = "
-                f"shoal::ode::SparseIterationMatrix<M, ShoalSparseStructure, {lu}>;",
-            ]
-            matrix = "ShoalSparseMatrix"
-        if variant.sens is not None:
-            lines.append('#include "shoal/ode/rodas5p_sensitivity.hpp"')
-            stepper_type = f"shoal::ode::Rodas5PSensitivityUsing<{matrix}>::Stepper"
-        else:
-            lines.append('#include "shoal/ode/rodas5p.hpp"')
-            stepper_type = f"shoal::ode::Rodas5PUsing<{matrix}>::Stepper"
+        return lines, "shoal::ode::Tsit5", model_type
+    lu = "double" if variant.stepper.endswith("64") else "float"
+    matrix = f"shoal::ode::DenseMatrixOf<{lu}>::Type"
+    if variant.sparse is not None:
+        lines += [
+            '#include "shoal/ode/sparse_iteration_matrix.hpp"',
+            sparse_structure(variant.sparse).emit_cpp("ShoalSparseStructure"),
+            "template <class M>",
+            "using ShoalSparseMatrix = "
+            f"shoal::ode::SparseIterationMatrix<M, ShoalSparseStructure, {lu}>;",
+        ]
+        matrix = "ShoalSparseMatrix"
+    if variant.sens is not None:
+        lines.append('#include "shoal/ode/rodas5p_sensitivity.hpp"')
+        return lines, f"shoal::ode::Rodas5PSensitivityUsing<{matrix}>::Stepper", model_type
+    lines.append('#include "shoal/ode/rodas5p.hpp"')
+    return lines, f"shoal::ode::Rodas5PUsing<{matrix}>::Stepper", model_type
+
+
+def library_source(model: _codegen.GeneratedModel, variant: Variant,
+                   platform: str = "cpu") -> str:
+    """The complete translation unit for one (model, dtype, variant) on ``platform``.
+
+    cpu: a shared library exporting ``entry(args, begin, end)`` over a range of trajectories.
+    cuda: a cubin whose ``__global__`` kernel ``entry(args)`` solves one trajectory per thread,
+    with ``shoal_model_info`` = {ABI version, n_vars, n_params, bits} for the handler to check.
+    """
+    ctype = "double" if model.dtype == np.float64 else "float"
+    bits = 64 if model.dtype == np.float64 else 32
+    includes, stepper_type, model_type = _stepper_source(variant)
+    lines = [model.source, *includes, "", f"using ShoalSolvedModel = {model_type};"]
+    if platform == "cuda":
+        return "\n".join([
+            *lines,
+            'extern "C" __device__ const char shoal_cache_key[] = SHOAL_CACHE_KEY;',
+            'extern "C" __device__ const int32_t shoal_model_info[4] = {',
+            "    SHOAL_ODE_ABI_VERSION, ShoalSolvedModel::n_vars, ShoalSolvedModel::n_params, "
+            f"{bits}}};",
+            f'extern "C" __global__ void {variant.entry}(ShoalEnsembleArgs a) {{',
+            "  const int64_t m = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;",
+            "  if (m >= a.n_traj) return;",
+            f"  const auto opt = shoal::ode::options_from<{ctype}>(a);",
+            f"  shoal::ode::solve_one<{stepper_type}, ShoalSolvedModel, {ctype}>(a, opt, m);",
+            "}",
+            "",
+        ])
+    if platform != "cpu":
+        raise ValueError(f"no shoal ODE backend for platform {platform!r}")
     return "\n".join([
         *lines,
-        "",
         '#define SHOAL_EXPORT extern "C" __attribute__((visibility("default"), used))',
-        f"using ShoalSolvedModel = {model_type};",
         "SHOAL_EXPORT const char shoal_cache_key[] = SHOAL_CACHE_KEY;",
         "SHOAL_EXPORT int32_t shoal_abi_version() { return SHOAL_ODE_ABI_VERSION; }",
         "SHOAL_EXPORT void shoal_model_info(int32_t* n_vars, int32_t* n_params, int32_t* bits) {",
@@ -115,49 +150,129 @@ def library_source(model: _codegen.GeneratedModel, variant: Variant) -> str:
     ])
 
 
-@functools.lru_cache(maxsize=512)
-def _build(source: str, entry: str) -> str:
-    path = str(_jit.compile_library(source))
-    _ode_ext.load_model(path, entry)
-    return path
+@dataclass(frozen=True, eq=True)
+class ModelBuild:
+    """What to compile for one solve: a generated model and the variant solving it.
+
+    A primitive parameter: hashable, compared by value, and printed briefly in jaxprs.
+    """
+
+    model: _codegen.GeneratedModel
+    variant: Variant
+
+    def __repr__(self) -> str:
+        return (f"ModelBuild({self.variant.entry}, n_vars={self.model.n_vars}, "
+                f"n_params={self.model.n_params}, {self.model.dtype.name})")
 
 
-# f -> {(n_vars, n_params, dtype, variant): path}. Like jax.jit, a function is traced once per
+# f -> {(n_vars, n_params, dtype): GeneratedModel}. Like jax.jit, a function is traced once per
 # signature: it is keyed by identity, so rebinding a global it reads is not seen afterwards.
 _traced: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def compiled_model(f, n_vars: int, n_params: int, dtype, variant: Variant) -> str:
-    """Path of the loaded library solving ``f`` in ``dtype`` as ``variant`` says."""
-    signature = (n_vars, n_params, np.dtype(dtype).name, variant)
+def generated_model(f, n_vars: int, n_params: int, dtype) -> _codegen.GeneratedModel:
+    """The C++ model generated from ``f`` for these sizes and dtype (traced once per signature)."""
+    signature = (n_vars, n_params, np.dtype(dtype).name)
     try:
         per_f = _traced.setdefault(f, {})
     except TypeError:  # not weak-referenceable: trace every time
         per_f = {}
     if signature not in per_f:
-        model = _codegen.generate_model(f, n_vars, n_params, dtype)
-        per_f[signature] = _build(library_source(model, variant), variant.entry)
+        per_f[signature] = _codegen.generate_model(f, n_vars, n_params, dtype)
     return per_f[signature]
 
 
-def ensemble_solve(y0, params, t_span, weights, *, path: str, entry: str, rtol, atol, first_step,
+@functools.lru_cache(maxsize=512)
+def host_library(build: ModelBuild) -> str:
+    """Path of the loaded host library for ``build`` (compiled through the disk cache)."""
+    path = str(_jit.compile_library(library_source(build.model, build.variant, "cpu")))
+    _ode_ext.load_model(path, build.variant.entry)
+    return path
+
+
+@functools.lru_cache(maxsize=512)
+def device_cubins(build: ModelBuild, archs: tuple[str, ...]) -> str:
+    """``"sm_90=/path;..."``: the cached cubin of ``build`` for each architecture."""
+    from shoal import _nvrtc
+
+    source = library_source(build.model, build.variant, "cuda")
+    return ";".join(f"{arch}={_nvrtc.compile_cubin(source, arch)}" for arch in archs)
+
+
+def cuda_architectures() -> tuple[str, ...]:
+    """The architectures (``sm_XY``) to compile cubins for: ``$SHOAL_CUDA_ARCHS`` if set (a comma
+    list, e.g. to export for CUDA from a machine without a GPU), else those of the local CUDA
+    devices."""
+    import os
+
+    from shoal import _nvrtc
+
+    if os.environ.get("SHOAL_CUDA_ARCHS"):
+        return tuple(sorted({a.strip() for a in os.environ["SHOAL_CUDA_ARCHS"].split(",")
+                             if a.strip()}))
+    try:
+        devices = jax.devices("cuda")
+    except RuntimeError as exc:
+        raise RuntimeError(
+            "shoal.ode.solve was lowered for CUDA, but JAX sees no CUDA device to compile for "
+            f"({exc}); set SHOAL_CUDA_ARCHS=sm_90 (say) to compile without one") from exc
+    archs = set()
+    for device in devices:
+        capability = getattr(device, "compute_capability", None)
+        if capability is None:
+            raise RuntimeError(f"shoal cannot read the compute capability of {device}")
+        archs.add(_nvrtc.arch_name(capability))
+    return tuple(sorted(archs))
+
+
+ensemble_p = Primitive("shoal_ode_ensemble")
+ensemble_p.multiple_results = True
+ensemble_p.def_impl(functools.partial(dispatch.apply_primitive, ensemble_p))
+
+
+@ensemble_p.def_abstract_eval
+def _abstract_eval(y0, params, t_span, weights, *, build, **options):
+    lead = y0.shape[:-1]
+    shape = lead + (t_span.shape[-1], y0.shape[-1])
+    stat = jax.core.ShapedArray(lead, np.int32)
+    return [jax.core.ShapedArray(shape, y0.dtype), stat, stat, stat]
+
+
+def _batch(args, dims, **params):
+    """vmap: every operand gets the batch axis in front (broadcast where unbatched)."""
+    size = next(x.shape[d] for x, d in zip(args, dims, strict=True) if d is not None)
+    moved = [jax.numpy.broadcast_to(x, (size, *x.shape)) if d is None
+             else jax.numpy.moveaxis(x, d, 0) for x, d in zip(args, dims, strict=True)]
+    return ensemble_p.bind(*moved, **params), [0, 0, 0, 0]
+
+
+batching.primitive_batchers[ensemble_p] = _batch
+
+
+def _lower_cpu(ctx, *args, build: ModelBuild, **options):
+    return jax.ffi.ffi_lowering(TARGET_CPU)(
+        ctx, *args, model_path=host_library(build), entry=build.variant.entry, **options)
+
+
+def _lower_cuda(ctx, *args, build: ModelBuild, **options):
+    cubins = device_cubins(build, cuda_architectures())
+    return jax.ffi.ffi_lowering(TARGET_CUDA)(
+        ctx, *args, cubins=cubins, entry=build.variant.entry, **options)
+
+
+mlir.register_lowering(ensemble_p, _lower_cpu, platform="cpu")
+mlir.register_lowering(ensemble_p, _lower_cuda, platform="cuda")
+
+
+def ensemble_solve(y0, params, t_span, weights, *, build: ModelBuild, rtol, atol, first_step,
                    pcoeff, icoeff, dcoeff, max_steps, n_error=0):
-    """One FFI call: ys (N, n_save, n) and int32 accepted/rejected/status (N,).
+    """One ensemble call: ys (N, n_save, n) and int32 accepted/rejected/status (N,).
 
     y0 and weights are (N, n), params (N, n_params), t_span (n_save,); under vmap every operand
     gains the same leading batch dimensions and the handler folds them into the ensemble.
     """
-    n_traj, n = y0.shape
-    n_save = t_span.shape[-1]
-    out_types = (
-        jax.ShapeDtypeStruct((n_traj, n_save, n), y0.dtype),
-        jax.ShapeDtypeStruct((n_traj,), jnp.int32),
-        jax.ShapeDtypeStruct((n_traj,), jnp.int32),
-        jax.ShapeDtypeStruct((n_traj,), jnp.int32),
-    )
-    call = jax.ffi.ffi_call(TARGET, out_types, vmap_method="broadcast_all")
-    return call(y0, params, t_span, weights, model_path=path, entry=entry,
-                rtol=np.float64(rtol), atol=np.float64(atol), first_step=np.float64(first_step),
-                pcoeff=np.float64(pcoeff), icoeff=np.float64(icoeff),
-                dcoeff=np.float64(dcoeff), max_steps=np.int64(max_steps),
-                n_error=np.int64(n_error))
+    return tuple(ensemble_p.bind(
+        y0, params, t_span, weights, build=build, rtol=np.float64(rtol), atol=np.float64(atol),
+        first_step=np.float64(first_step), pcoeff=np.float64(pcoeff),
+        icoeff=np.float64(icoeff), dcoeff=np.float64(dcoeff), max_steps=np.int64(max_steps),
+        n_error=np.int64(n_error)))

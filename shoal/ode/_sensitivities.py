@@ -42,9 +42,10 @@ class SolveConfig:
 
     def run(self, y0, params, t_span, weights, sens=None, n_error=0):
         variant = _primitive.Variant(self.stepper, sens, self.sparse)
-        path = _primitive.compiled_model(self.f, self.n_vars, self.n_params, self.dtype, variant)
+        model = _primitive.generated_model(self.f, self.n_vars, self.n_params, self.dtype)
         return _primitive.ensemble_solve(
-            y0, params, t_span, weights, path=path, entry=variant.entry, rtol=self.rtol,
+            y0, params, t_span, weights, build=_primitive.ModelBuild(model, variant),
+            rtol=self.rtol,
             atol=self.atol,
             first_step=self.first_step, pcoeff=self.pcoeff, icoeff=self.icoeff,
             dcoeff=self.dcoeff, max_steps=self.max_steps, n_error=n_error)

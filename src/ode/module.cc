@@ -4,6 +4,7 @@
 
 #include <stdexcept>
 
+#include "../cuda/driver_api.hpp"
 #include "model_registry.hpp"
 #include "ode_ffi.hpp"
 #include "thread_pool.hpp"
@@ -14,6 +15,7 @@ NB_MODULE(_ode_ext, m) {
   m.def("registrations", [] {
     nb::dict d;
     d["shoal_ode_solve_cpu"] = nb::capsule(reinterpret_cast<void*>(&ShoalOdeSolveCpu));
+    d["shoal_ode_solve_cuda"] = nb::capsule(reinterpret_cast<void*>(&ShoalOdeSolveCuda));
     return d;
   });
   m.def(
@@ -26,6 +28,14 @@ NB_MODULE(_ode_ext, m) {
       },
       nb::arg("path"), nb::arg("entry"),
       "Load a compiled model library (once per process) and return (n_vars, n_params, bits).");
+  m.def(
+      "cuda_driver_status",
+      [] {
+        std::string error;
+        const bool ok = shoal::cuda::driver(&error) != nullptr;
+        return nb::make_tuple(ok, ok ? std::string("CUDA driver and device found") : error);
+      },
+      "(usable, message): whether the CUDA driver opens and reports a device, and if not why.");
   m.def("num_threads", &shoal::parallel_threads, "Threads an ensemble solve uses.");
   m.attr("abi_version") = SHOAL_ODE_ABI_VERSION;
 }

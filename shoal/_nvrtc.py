@@ -1,0 +1,177 @@
+"""Device JIT: compile generated CUDA C++ to a cubin with NVRTC, once, through the disk cache.
+
+NVRTC is opened at run time (ctypes), never linked: from ``$SHOAL_NVRTC`` if set, else from the
+NVIDIA wheels that ``jax[cuda]`` installs (``site-packages/nvidia/**/libnvrtc.so*``), else from the
+CUDA toolkit (``$CUDA_HOME``, ``$CUDA_PATH``, ``/usr/local/cuda``), else through the dynamic
+loader's own search. A machine without NVRTC imports shoal and runs every CPU path; only compiling
+for a GPU raises :class:`NvrtcUnavailable`.
+
+The cubin is built for one exact architecture (``sm_90`` for compute capability 9.0) with the same
+arithmetic rules as the host build: no fast math, and ``-fmad=false`` so that ``a*b + c`` rounds
+twice as on the CPU (results then agree to rounding, and step counts match for float64 models
+without transcendental functions).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import glob
+import os
+import site
+import sys
+from pathlib import Path
+
+from shoal import _jit
+
+NVRTC_OPTIONS = ("-std=c++17", "-fmad=false", "-default-device", "-DSHOAL_NVRTC=1")
+
+
+class NvrtcUnavailable(RuntimeError):
+    """NVRTC (the CUDA runtime compiler) could not be found or opened."""
+
+
+class DeviceCompileError(_jit.CompileError):
+    """NVRTC rejected generated source (the message names the source file and holds the log)."""
+
+
+def _candidates() -> list[str]:
+    if os.environ.get("SHOAL_NVRTC"):
+        return [os.environ["SHOAL_NVRTC"]]
+    found: list[str] = []
+    roots = list(site.getsitepackages()) + [site.getusersitepackages()] + sys.path
+    for root in dict.fromkeys(roots):
+        found += sorted(glob.glob(os.path.join(root, "nvidia", "**", "libnvrtc.so*"),
+                                  recursive=True), reverse=True)
+    for env in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(env):
+            found += sorted(glob.glob(os.path.join(os.environ[env], "lib*", "libnvrtc.so*")),
+                            reverse=True)
+    found += sorted(glob.glob("/usr/local/cuda/lib64/libnvrtc.so*"), reverse=True)
+    found += ["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"]
+    # The builtins companion library is not the compiler itself.
+    return [c for c in dict.fromkeys(found) if "builtins" not in os.path.basename(c)
+            and ".alt." not in os.path.basename(c)]
+
+
+@functools.lru_cache(maxsize=1)
+def _library() -> ctypes.CDLL:
+    tried = []
+    for candidate in _candidates():
+        try:
+            lib = ctypes.CDLL(candidate)
+        except OSError as exc:
+            tried.append(f"{candidate} ({exc})")
+            continue
+        _declare(lib)
+        return lib
+    raise NvrtcUnavailable(
+        "shoal needs NVRTC (the CUDA runtime compiler) to compile models for a GPU, and found "
+        "none. Install JAX's CUDA wheels (pip install 'jax[cuda13]') or the CUDA toolkit, or set "
+        "SHOAL_NVRTC to the path of libnvrtc.so. Tried: " + "; ".join(tried))
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    p, sz, i, cp = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_char_p
+    signatures = {
+        "nvrtcVersion": [ctypes.POINTER(i), ctypes.POINTER(i)],
+        "nvrtcCreateProgram": [ctypes.POINTER(p), cp, cp, i, ctypes.POINTER(cp),
+                               ctypes.POINTER(cp)],
+        "nvrtcCompileProgram": [p, i, ctypes.POINTER(cp)],
+        "nvrtcDestroyProgram": [ctypes.POINTER(p)],
+        "nvrtcGetProgramLogSize": [p, ctypes.POINTER(sz)],
+        "nvrtcGetProgramLog": [p, ctypes.c_char_p],
+        "nvrtcGetCUBINSize": [p, ctypes.POINTER(sz)],
+        "nvrtcGetCUBIN": [p, ctypes.c_char_p],
+    }
+    for name, argtypes in signatures.items():
+        fn = getattr(lib, name)
+        fn.argtypes = argtypes
+        fn.restype = ctypes.c_int
+    lib.nvrtcGetErrorString.argtypes = [ctypes.c_int]
+    lib.nvrtcGetErrorString.restype = ctypes.c_char_p
+
+
+def available() -> bool:
+    """True when NVRTC can be opened."""
+    try:
+        _library()
+    except NvrtcUnavailable:
+        return False
+    return True
+
+
+def library_path() -> str:
+    """The NVRTC shared library in use (raises NvrtcUnavailable if there is none)."""
+    lib = _library()
+    return lib._name
+
+
+@functools.lru_cache(maxsize=1)
+def version() -> tuple[int, int]:
+    lib = _library()
+    major, minor = ctypes.c_int(), ctypes.c_int()
+    _check(lib, lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor)), "nvrtcVersion")
+    return major.value, minor.value
+
+
+def _check(lib: ctypes.CDLL, code: int, what: str) -> None:
+    if code != 0:
+        raise DeviceCompileError(f"{what} failed: {lib.nvrtcGetErrorString(code).decode()}")
+
+
+def arch_name(compute_capability: str | tuple[int, int]) -> str:
+    """'9.0' or (9, 0) -> 'sm_90'."""
+    if isinstance(compute_capability, str):
+        major, _, minor = compute_capability.partition(".")
+        compute_capability = (int(major), int(minor or 0))
+    major, minor = compute_capability
+    return f"sm_{major}{minor}"
+
+
+def compile_options(arch: str, extra: tuple[str, ...] = ()) -> list[str]:
+    return [f"--gpu-architecture={arch}", *NVRTC_OPTIONS, f"-I{_jit.include_dir()}", *extra]
+
+
+def compile_source(source: str, arch: str, name: str = "shoal.cu",
+                   extra: tuple[str, ...] = ()) -> tuple[bytes, str]:
+    """Compile ``source`` for ``arch`` (e.g. 'sm_90'): returns (cubin, NVRTC log)."""
+    lib = _library()
+    prog = ctypes.c_void_p()
+    _check(lib, lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), name.encode(), 0,
+                                       None, None), "nvrtcCreateProgram")
+    try:
+        options = [o.encode() for o in compile_options(arch, extra)]
+        argv = (ctypes.c_char_p * len(options))(*options)
+        code = lib.nvrtcCompileProgram(prog, len(options), argv)
+        size = ctypes.c_size_t()
+        lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+        log_buffer = ctypes.create_string_buffer(max(size.value, 1))
+        lib.nvrtcGetProgramLog(prog, log_buffer)
+        log = log_buffer.value.decode(errors="replace")
+        if code != 0:
+            raise DeviceCompileError(
+                f"NVRTC could not compile {name} for {arch} "
+                f"({lib.nvrtcGetErrorString(code).decode()}):\n{log.strip()}")
+        _check(lib, lib.nvrtcGetCUBINSize(prog, ctypes.byref(size)), "nvrtcGetCUBINSize")
+        cubin = ctypes.create_string_buffer(size.value)
+        _check(lib, lib.nvrtcGetCUBIN(prog, cubin), "nvrtcGetCUBIN")
+        return cubin.raw, log
+    finally:
+        lib.nvrtcDestroyProgram(ctypes.byref(prog))
+
+
+def compile_cubin(source: str, arch: str) -> Path:
+    """Path of the cached cubin built from ``source`` for ``arch``, compiling it if needed.
+
+    The source must contain the marker ``SHOAL_CACHE_KEY`` as the initialiser of an
+    ``extern "C" __device__`` char array, as for host libraries.
+    """
+    major, minor = version()
+    identity = f"nvrtc {major}.{minor}\0{' '.join(compile_options(arch))}"
+
+    def build(src: Path, output: Path) -> None:
+        cubin, _ = compile_source(src.read_text(), arch, name=str(src))
+        output.write_bytes(cubin)
+
+    return _jit.cached_build(source, ".cubin", identity, build)

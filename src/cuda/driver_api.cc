@@ -1,0 +1,156 @@
+#include "driver_api.hpp"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+
+namespace shoal {
+namespace cuda {
+namespace {
+
+using GetProcAddressV2 = CUresult (*)(const char*, void**, int, unsigned long long, int*);
+using GetProcAddressV1 = CUresult (*)(const char*, void**, int, unsigned long long);
+
+struct Loader {
+  DriverApi api{};
+  std::string error;
+  bool ok = false;
+};
+
+// Resolves `name` at the requested ABI: cuGetProcAddress where the driver has it (11.3+), else
+// the exported symbol (`fallback` names the ABI-versioned export, e.g. cuCtxPushCurrent_v2).
+template <class Fn>
+bool resolve(void* lib, GetProcAddressV2 get_v2, GetProcAddressV1 get_v1, const char* name,
+             const char* fallback, Fn* out) {
+  void* pfn = nullptr;
+  if (get_v2 != nullptr) {
+    int found = 0;
+    if (get_v2(name, &pfn, kRequestedDriverAbi, 0, &found) != CUDA_SUCCESS) pfn = nullptr;
+  } else if (get_v1 != nullptr) {
+    if (get_v1(name, &pfn, kRequestedDriverAbi, 0) != CUDA_SUCCESS) pfn = nullptr;
+  }
+  if (pfn == nullptr) pfn = dlsym(lib, fallback);
+  *out = reinterpret_cast<Fn>(pfn);
+  return pfn != nullptr;
+}
+
+Loader load() {
+  Loader r;
+  const char* override_path = std::getenv("SHOAL_LIBCUDA");
+  const char* path = override_path != nullptr && *override_path ? override_path : "libcuda.so.1";
+  void* lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    const char* why = dlerror();
+    r.error = std::string("no CUDA driver: ") + path + " could not be opened (" +
+              (why ? why : "unknown reason") +
+              "); shoal's GPU path needs an NVIDIA driver and GPU";
+    return r;
+  }
+  auto get_v2 = reinterpret_cast<GetProcAddressV2>(dlsym(lib, "cuGetProcAddress_v2"));
+  auto get_v1 = reinterpret_cast<GetProcAddressV1>(dlsym(lib, "cuGetProcAddress"));
+  DriverApi& a = r.api;
+  struct Entry {
+    bool ok;
+    const char* name;
+  };
+  const Entry entries[] = {
+      {resolve(lib, get_v2, get_v1, "cuInit", "cuInit", &a.cuInit), "cuInit"},
+      {resolve(lib, get_v2, get_v1, "cuDriverGetVersion", "cuDriverGetVersion",
+               &a.cuDriverGetVersion),
+       "cuDriverGetVersion"},
+      {resolve(lib, get_v2, get_v1, "cuDeviceGetCount", "cuDeviceGetCount", &a.cuDeviceGetCount),
+       "cuDeviceGetCount"},
+      {resolve(lib, get_v2, get_v1, "cuGetErrorName", "cuGetErrorName", &a.cuGetErrorName),
+       "cuGetErrorName"},
+      {resolve(lib, get_v2, get_v1, "cuGetErrorString", "cuGetErrorString", &a.cuGetErrorString),
+       "cuGetErrorString"},
+      {resolve(lib, get_v2, get_v1, "cuStreamGetCtx", "cuStreamGetCtx", &a.cuStreamGetCtx),
+       "cuStreamGetCtx"},
+      {resolve(lib, get_v2, get_v1, "cuCtxPushCurrent", "cuCtxPushCurrent_v2",
+               &a.cuCtxPushCurrent),
+       "cuCtxPushCurrent"},
+      {resolve(lib, get_v2, get_v1, "cuCtxPopCurrent", "cuCtxPopCurrent_v2", &a.cuCtxPopCurrent),
+       "cuCtxPopCurrent"},
+      {resolve(lib, get_v2, get_v1, "cuCtxGetDevice", "cuCtxGetDevice", &a.cuCtxGetDevice),
+       "cuCtxGetDevice"},
+      {resolve(lib, get_v2, get_v1, "cuDeviceGetAttribute", "cuDeviceGetAttribute",
+               &a.cuDeviceGetAttribute),
+       "cuDeviceGetAttribute"},
+      {resolve(lib, get_v2, get_v1, "cuModuleLoadData", "cuModuleLoadData", &a.cuModuleLoadData),
+       "cuModuleLoadData"},
+      {resolve(lib, get_v2, get_v1, "cuModuleGetFunction", "cuModuleGetFunction",
+               &a.cuModuleGetFunction),
+       "cuModuleGetFunction"},
+      {resolve(lib, get_v2, get_v1, "cuModuleGetGlobal", "cuModuleGetGlobal_v2",
+               &a.cuModuleGetGlobal),
+       "cuModuleGetGlobal"},
+      {resolve(lib, get_v2, get_v1, "cuMemcpyDtoH", "cuMemcpyDtoH_v2", &a.cuMemcpyDtoH),
+       "cuMemcpyDtoH"},
+      {resolve(lib, get_v2, get_v1, "cuFuncGetAttribute", "cuFuncGetAttribute",
+               &a.cuFuncGetAttribute),
+       "cuFuncGetAttribute"},
+      {resolve(lib, get_v2, get_v1, "cuLaunchKernel", "cuLaunchKernel", &a.cuLaunchKernel),
+       "cuLaunchKernel"},
+  };
+  for (const Entry& e : entries) {
+    if (!e.ok) {
+      r.error = std::string("the CUDA driver at ") + path + " lacks " + e.name +
+                " (shoal needs a CUDA 12 or newer driver)";
+      return r;
+    }
+  }
+  const CUresult init = a.cuInit(0);
+  if (init != CUDA_SUCCESS) {
+    r.error = "no usable CUDA device: cuInit failed with " + describe(a, init);
+    return r;
+  }
+  int count = 0;
+  if (a.cuDeviceGetCount(&count) != CUDA_SUCCESS || count == 0) {
+    r.error = "no CUDA device: the driver reports none";
+    return r;
+  }
+  r.ok = true;
+  return r;  // the library stays open for the life of the process
+}
+
+}  // namespace
+
+const DriverApi* driver(std::string* error) {
+  static const Loader loaded = load();
+  if (!loaded.ok) {
+    if (error != nullptr) *error = loaded.error;
+    return nullptr;
+  }
+  return &loaded.api;
+}
+
+std::string describe(const DriverApi& api, CUresult result) {
+  const char* name = nullptr;
+  const char* text = nullptr;
+  if (api.cuGetErrorName == nullptr || api.cuGetErrorName(result, &name) != CUDA_SUCCESS) {
+    name = nullptr;
+  }
+  if (api.cuGetErrorString == nullptr || api.cuGetErrorString(result, &text) != CUDA_SUCCESS) {
+    text = nullptr;
+  }
+  std::string out = name ? name : "CUDA error " + std::to_string(result);
+  if (text != nullptr) out += std::string(" (") + text + ")";
+  return out;
+}
+
+ScopedStreamContext::ScopedStreamContext(const DriverApi& api, CUstream stream) : api_(api) {
+  status_ = api_.cuStreamGetCtx(stream, &context_);
+  if (status_ != CUDA_SUCCESS) return;
+  status_ = api_.cuCtxPushCurrent(context_);
+  pushed_ = status_ == CUDA_SUCCESS;
+}
+
+ScopedStreamContext::~ScopedStreamContext() {
+  if (pushed_) {
+    CUcontext popped = nullptr;
+    api_.cuCtxPopCurrent(&popped);
+  }
+}
+
+}  // namespace cuda
+}  // namespace shoal

@@ -1,0 +1,95 @@
+#include "ensemble_call.hpp"
+
+#include <cstring>
+#include <string>
+
+namespace ffi = xla::ffi;
+
+namespace shoal {
+namespace {
+
+int64_t leading_count(const ffi::AnyBuffer& b, int trailing) {
+  auto dims = b.dimensions();
+  int64_t count = 1;
+  for (size_t i = 0; i + trailing < dims.size(); ++i) count *= dims[i];
+  return count;
+}
+
+int64_t last_dim(const ffi::AnyBuffer& b) {
+  auto dims = b.dimensions();
+  return dims.size() == 0 ? 1 : dims[dims.size() - 1];
+}
+
+ffi::Error invalid(std::string msg) {
+  return ffi::Error(ffi::ErrorCode::kInvalidArgument, "shoal.ode.solve: " + msg);
+}
+
+}  // namespace
+
+ffi::Error fill_ensemble_args(const ModelShape& model, ffi::AnyBuffer y0, ffi::AnyBuffer params,
+                              ffi::AnyBuffer t_span, ffi::AnyBuffer weights,
+                              const SolveOptions& options, ffi::Result<ffi::AnyBuffer> ys,
+                              ffi::Result<ffi::AnyBuffer> accepted,
+                              ffi::Result<ffi::AnyBuffer> rejected,
+                              ffi::Result<ffi::AnyBuffer> status, ShoalEnsembleArgs* a) {
+  const auto dtype = y0.element_type();
+  const int bits = dtype == ffi::DataType::F64 ? 64 : dtype == ffi::DataType::F32 ? 32 : 0;
+  if (bits == 0 || bits != model.dtype_bits) {
+    return invalid("y0 has an element type the compiled model was not built for (model is float" +
+                   std::to_string(model.dtype_bits) + ")");
+  }
+  for (const ffi::AnyBuffer* b : {&params, &t_span, &weights}) {
+    if (b->element_type() != dtype) return invalid("all floating inputs must share y0's dtype");
+  }
+  if (last_dim(y0) != model.n_vars || last_dim(weights) != model.n_vars) {
+    return invalid("state size " + std::to_string(last_dim(y0)) + " does not match the model's " +
+                   std::to_string(model.n_vars) + " variables");
+  }
+  if (last_dim(params) != model.n_params) {
+    return invalid("params size " + std::to_string(last_dim(params)) +
+                   " does not match the model's " + std::to_string(model.n_params));
+  }
+  const int64_t n_traj = leading_count(y0, 1);
+  const int64_t n_t_rows = leading_count(t_span, 1);
+  if (leading_count(params, 1) != n_traj || leading_count(weights, 1) != n_traj) {
+    return invalid("y0, params and error_weights must have the same number of trajectories");
+  }
+  if (n_t_rows <= 0 || n_traj % n_t_rows != 0) {
+    return invalid("t_span rows do not divide the ensemble");
+  }
+  const int64_t n_save = last_dim(t_span);
+  if (ys->element_count() != static_cast<size_t>(n_traj * n_save * model.n_vars)) {
+    return invalid("output buffer has the wrong size");
+  }
+  for (auto* out : {&accepted, &rejected, &status}) {
+    if ((*out)->element_count() != static_cast<size_t>(n_traj)) {
+      return invalid("statistics buffer has the wrong size");
+    }
+  }
+
+  std::memset(a, 0, sizeof(*a));
+  a->n_traj = n_traj;
+  a->t_span_group = n_traj / n_t_rows;
+  a->n_vars = model.n_vars;
+  a->n_params = model.n_params;
+  a->n_save = static_cast<int32_t>(n_save);
+  a->y0 = y0.untyped_data();
+  a->params = params.untyped_data();
+  a->t_span = t_span.untyped_data();
+  a->weights = weights.untyped_data();
+  a->ys = ys->untyped_data();
+  a->accepted = static_cast<int32_t*>(accepted->untyped_data());
+  a->rejected = static_cast<int32_t*>(rejected->untyped_data());
+  a->status = static_cast<int32_t*>(status->untyped_data());
+  a->rtol = options.rtol;
+  a->atol = options.atol;
+  a->first_step = options.first_step;
+  a->pcoeff = options.pcoeff;
+  a->icoeff = options.icoeff;
+  a->dcoeff = options.dcoeff;
+  a->max_steps = options.max_steps;
+  a->n_error = static_cast<int32_t>(options.n_error);
+  return ffi::Error::Success();
+}
+
+}  // namespace shoal
