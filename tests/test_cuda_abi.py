@@ -26,6 +26,7 @@ FUNCTIONS = [
     ("cuInit", "PFN_cuInit_v2000"),
     ("cuDriverGetVersion", "PFN_cuDriverGetVersion_v2020"),
     ("cuDeviceGetCount", "PFN_cuDeviceGetCount_v2000"),
+    ("cuDeviceGet", "PFN_cuDeviceGet_v2000"),
     ("cuGetErrorName", "PFN_cuGetErrorName_v6000"),
     ("cuGetErrorString", "PFN_cuGetErrorString_v6000"),
     ("cuStreamGetCtx", "PFN_cuStreamGetCtx_v9020"),

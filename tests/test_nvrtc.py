@@ -161,6 +161,20 @@ def test_compile_cubin_is_cached_and_keyed(tmp_path, monkeypatch):
     assert f"shoal-key:{key}".encode() in path.read_bytes()
 
 
+def test_ensemble_args_layout_on_the_device_matches_the_host():
+    # The handler passes ShoalEnsembleArgs by value; src/ode/ode_ffi_cuda.cc asserts the same
+    # size and offsets for the host compiler. NVRTC has no offsetof, but a standard-layout struct
+    # whose member types have the same sizes has the same offsets.
+    source = "\n".join([
+        '#include "shoal/ode/ensemble.hpp"',
+        "static_assert(sizeof(ShoalEnsembleArgs) == 152, \"size\");",
+        "static_assert(sizeof(int64_t) == 8 && sizeof(int32_t) == 4, \"integers\");",
+        "static_assert(sizeof(void*) == 8 && sizeof(double) == 8, \"pointers, doubles\");",
+        "__global__ void k(ShoalEnsembleArgs a) { a.status[0] = a.n_vars; }",
+    ])
+    _nvrtc.compile_source(source, ARCH)
+
+
 def test_nvrtc_errors_name_the_problem():
     with pytest.raises(_nvrtc.DeviceCompileError, match="undefined_symbol_xyz"):
         _nvrtc.compile_source("__global__ void k() { undefined_symbol_xyz(); }", ARCH)

@@ -219,9 +219,13 @@ def cuda_architectures() -> tuple[str, ...]:
     archs = set()
     for device in devices:
         capability = getattr(device, "compute_capability", None)
-        if capability is None:
-            raise RuntimeError(f"shoal cannot read the compute capability of {device}")
+        if capability is None:  # ask the driver instead
+            archs.update(a for a in _ode_ext.cuda_device_architectures().split(",") if a)
+            break
         archs.add(_nvrtc.arch_name(capability))
+    if not archs:
+        raise RuntimeError("shoal cannot read the compute capability of the CUDA devices "
+                           f"{devices}; set SHOAL_CUDA_ARCHS=sm_90 (say)")
     return tuple(sorted(archs))
 
 

@@ -60,6 +60,7 @@ Loader load() {
        "cuDriverGetVersion"},
       {resolve(lib, get_v2, get_v1, "cuDeviceGetCount", "cuDeviceGetCount", &a.cuDeviceGetCount),
        "cuDeviceGetCount"},
+      {resolve(lib, get_v2, get_v1, "cuDeviceGet", "cuDeviceGet", &a.cuDeviceGet), "cuDeviceGet"},
       {resolve(lib, get_v2, get_v1, "cuGetErrorName", "cuGetErrorName", &a.cuGetErrorName),
        "cuGetErrorName"},
       {resolve(lib, get_v2, get_v1, "cuGetErrorString", "cuGetErrorString", &a.cuGetErrorString),
@@ -122,6 +123,28 @@ const DriverApi* driver(std::string* error) {
     return nullptr;
   }
   return &loaded.api;
+}
+
+std::string device_architectures(std::string* error) {
+  const DriverApi* api = driver(error);
+  if (api == nullptr) return "";
+  int count = 0;
+  api->cuDeviceGetCount(&count);
+  std::string out;
+  for (int i = 0; i < count; ++i) {
+    CUdevice device = 0;
+    int major = 0, minor = 0;
+    if (api->cuDeviceGet(&device, i) != CUDA_SUCCESS ||
+        api->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device) !=
+            CUDA_SUCCESS ||
+        api->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device) !=
+            CUDA_SUCCESS) {
+      continue;
+    }
+    out += (out.empty() ? "" : ",") + std::string("sm_") + std::to_string(major) +
+           std::to_string(minor);
+  }
+  return out;
 }
 
 std::string describe(const DriverApi& api, CUresult result) {

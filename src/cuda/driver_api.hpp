@@ -35,6 +35,7 @@ struct DriverApi {
   CUresult (*cuInit)(unsigned int flags);
   CUresult (*cuDriverGetVersion)(int* version);
   CUresult (*cuDeviceGetCount)(int* count);
+  CUresult (*cuDeviceGet)(CUdevice* device, int ordinal);
   CUresult (*cuGetErrorName)(CUresult error, const char** name);
   CUresult (*cuGetErrorString)(CUresult error, const char** text);
   CUresult (*cuStreamGetCtx)(CUstream stream, CUcontext* context);
@@ -57,6 +58,9 @@ struct DriverApi {
 // The driver, opened and initialised once per process; nullptr if there is none usable, with
 // `error` saying why ("libcuda.so.1 could not be opened", "no CUDA device", ...).
 const DriverApi* driver(std::string* error);
+
+// "sm_XY" of every device the driver sees (empty if there is no usable driver).
+std::string device_architectures(std::string* error);
 
 // "CUDA_ERROR_NAME (description)" for a driver result.
 std::string describe(const DriverApi& api, CUresult result);

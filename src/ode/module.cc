@@ -36,6 +36,13 @@ NB_MODULE(_ode_ext, m) {
         return nb::make_tuple(ok, ok ? std::string("CUDA driver and device found") : error);
       },
       "(usable, message): whether the CUDA driver opens and reports a device, and if not why.");
+  m.def(
+      "cuda_device_architectures",
+      [] {
+        std::string error;
+        return shoal::cuda::device_architectures(&error);
+      },
+      "Comma-separated sm_XY of the devices the CUDA driver sees ('' without a driver).");
   m.def("num_threads", &shoal::parallel_threads, "Threads an ensemble solve uses.");
   m.attr("abi_version") = SHOAL_ODE_ABI_VERSION;
 }

@@ -4,6 +4,7 @@
 // and the kernel entry; the handler picks the cubin for the device behind XLA's stream, loads it
 // once per context and launches on that stream. Buffers are device memory and are checked exactly
 // as on the CPU (ensemble_call.hpp); the launch is asynchronous like any XLA kernel.
+#include <cstddef>
 #include <exception>
 #include <string>
 #include <string_view>
@@ -19,8 +20,12 @@ namespace ffi = xla::ffi;
 namespace shoal {
 namespace {
 
-// The kernel takes ShoalEnsembleArgs by value; its device layout (NVRTC, LP64) is 152 bytes.
+// The kernel takes ShoalEnsembleArgs by value, so host and device layouts must agree; these
+// figures are asserted for the device side by tests/test_nvrtc.py.
 static_assert(sizeof(ShoalEnsembleArgs) == 152, "ShoalEnsembleArgs layout changed: bump the ABI");
+static_assert(offsetof(ShoalEnsembleArgs, y0) == 32, "ShoalEnsembleArgs layout");
+static_assert(offsetof(ShoalEnsembleArgs, rtol) == 96, "ShoalEnsembleArgs layout");
+static_assert(offsetof(ShoalEnsembleArgs, max_steps) == 144, "ShoalEnsembleArgs layout");
 
 ffi::Error failed(const std::string& msg) {
   return ffi::Error(ffi::ErrorCode::kFailedPrecondition, "shoal.ode.solve on CUDA: " + msg);
