@@ -203,6 +203,28 @@ def test_lowering_for_cuda_emits_the_cuda_target(monkeypatch):
     assert re.search(r"sm_90=[^;\"]+\.cubin", text)
 
 
+def test_gradients_and_vmap_lower_for_cuda(monkeypatch):
+    # grad runs the joint [y, S] kernel and vmap folds into one call: both lower to the CUDA
+    # target with the sensitivity entry point, with no host library built.
+    monkeypatch.setenv("SHOAL_CUDA_ARCHS", ARCH)
+    t = jnp.linspace(0.0, 1.0, 3)
+    p = jnp.array([10.0, 28.0, 8.0 / 3.0])
+
+    def loss(p, y0):
+        return jnp.sum(shoal.ode.solve(lorenz, y0, t, p, method="tsit5") ** 2)
+
+    batched = jax.vmap(jax.grad(loss), in_axes=(None, 0))
+    y0 = jnp.ones((5, 3))
+    exported = jax.export.export(
+        jax.jit(batched), platforms=["cuda"],
+        disabled_checks=[jax.export.DisabledSafetyCheck.custom_call("shoal_ode_solve_cuda")],
+    )(p, y0)
+    text = exported.mlir_module()
+    assert text.count("stablehlo.custom_call @shoal_ode_solve_cuda") == 1
+    assert "shoal_ode_tsit5_sens_p" in text
+    assert "shoal_ode_solve_cpu" not in text
+
+
 def test_lowering_for_cuda_without_a_device_is_a_clear_error(monkeypatch):
     monkeypatch.delenv("SHOAL_CUDA_ARCHS", raising=False)
     try:
