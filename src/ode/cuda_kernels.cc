@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <string_view>
 #include <mutex>
 #include <tuple>
 #include <vector>
@@ -37,6 +38,26 @@ std::map<std::pair<cuda::CUcontext, std::string>, cuda::CUmodule>& modules() {
 bool fail(std::string* error, const std::string& msg) {
   *error = msg;
   return false;
+}
+
+xla::ffi::Error failed(const std::string& msg) {
+  return xla::ffi::Error(xla::ffi::ErrorCode::kFailedPrecondition,
+                         "shoal.ode.solve on CUDA: " + msg);
+}
+
+// The path listed for `arch` in "sm_90=/a.cubin;sm_80=/b.cubin", or "" if there is none.
+std::string cubin_for(std::string_view cubins, const std::string& arch) {
+  while (!cubins.empty()) {
+    const size_t end = cubins.find(';');
+    const std::string_view item = cubins.substr(0, end);
+    const size_t eq = item.find('=');
+    if (eq != std::string_view::npos && item.substr(0, eq) == arch) {
+      return std::string(item.substr(eq + 1));
+    }
+    if (end == std::string_view::npos) break;
+    cubins.remove_prefix(end + 1);
+  }
+  return "";
 }
 
 }  // namespace
@@ -87,6 +108,52 @@ bool load_cuda_kernel(const cuda::DriverApi& api, cuda::CUcontext context, const
   registry()[key] = kernel;
   *out = kernel;
   return true;
+}
+
+xla::ffi::Error solve_on_stream(cuda::CUstream stream, std::string_view cubins,
+                                std::string_view entry, const FillEnsembleArgs& fill) {
+  std::string error;
+  const cuda::DriverApi* api = cuda::driver(&error);
+  if (api == nullptr) return failed(error);
+  cuda::ScopedStreamContext scope(*api, stream);
+  if (scope.status() != cuda::CUDA_SUCCESS) {
+    return failed("cannot make the stream's context current: " +
+                  cuda::describe(*api, scope.status()));
+  }
+  cuda::CUdevice device = 0;
+  int major = 0, minor = 0;
+  if (api->cuCtxGetDevice(&device) != cuda::CUDA_SUCCESS ||
+      api->cuDeviceGetAttribute(&major, cuda::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                                device) != cuda::CUDA_SUCCESS ||
+      api->cuDeviceGetAttribute(&minor, cuda::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+                                device) != cuda::CUDA_SUCCESS) {
+    return failed("cannot read the device's compute capability");
+  }
+  const std::string arch = "sm_" + std::to_string(major) + std::to_string(minor);
+  const std::string path = cubin_for(cubins, arch);
+  if (path.empty()) {
+    return failed("the model was compiled for " + std::string(cubins) + " but runs on " + arch +
+                  "; recompile (jax.jit) with this device visible");
+  }
+  CudaKernel kernel;
+  if (!load_cuda_kernel(*api, scope.context(), path, std::string(entry), &kernel, &error)) {
+    return failed(error);
+  }
+  ShoalEnsembleArgs a;
+  xla::ffi::Error filled = fill(kernel.shape, &a);
+  if (filled.failure()) return filled;
+  if (a.n_traj == 0) return xla::ffi::Error::Success();
+  const int64_t blocks = (a.n_traj + kernel.block - 1) / kernel.block;
+  if (blocks > 0x7fffffff) return failed("ensemble too large for one launch");
+  void* kernel_params[] = {&a};
+  const cuda::CUresult launched =
+      api->cuLaunchKernel(kernel.function, static_cast<unsigned int>(blocks), 1, 1, kernel.block,
+                          1, 1, 0, stream, kernel_params, nullptr);
+  if (launched != cuda::CUDA_SUCCESS) {
+    return failed("launching " + std::string(entry) + " failed: " +
+                  cuda::describe(*api, launched));
+  }
+  return xla::ffi::Error::Success();
 }
 
 }  // namespace shoal

@@ -1,10 +1,13 @@
-// The shoal.ode._ode_ext module: FFI handler capsules and the model loader, nothing else.
+// The shoal.ode._ode_ext module: FFI handler capsules, the model loaders and driver diagnostics.
 #include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
 
+#include <cstring>
 #include <stdexcept>
 
 #include "../cuda/driver_api.hpp"
+#include "cuda_kernels.hpp"
 #include "model_registry.hpp"
 #include "ode_ffi.hpp"
 #include "thread_pool.hpp"
@@ -43,6 +46,44 @@ NB_MODULE(_ode_ext, m) {
         return shoal::cuda::device_architectures(&error);
       },
       "Comma-separated sm_XY of the devices the CUDA driver sees ('' without a driver).");
+  // The CUDA handler's path from driver to launch, minus XLA: float64 host arrays stand in for
+  // device buffers. Only meaningful with a stand-in driver (tests/fake_cuda), which treats
+  // device pointers as host pointers and runs kernels on the CPU.
+  using F64 = nb::ndarray<double, nb::c_contig, nb::device::cpu>;
+  using I32 = nb::ndarray<int32_t, nb::c_contig, nb::device::cpu>;
+  m.def(
+      "_solve_on_cuda_stream_for_testing",
+      [](const std::string& cubins, const std::string& entry, F64 y0, F64 params, F64 t_span,
+         F64 weights, F64 ys, I32 accepted, I32 rejected, I32 status, double rtol, double atol,
+         double first_step, int64_t max_steps) {
+        auto fill = [&](const shoal::ModelShape& shape, ShoalEnsembleArgs* a) {
+          std::memset(a, 0, sizeof(*a));
+          a->n_traj = static_cast<int64_t>(y0.shape(0));
+          a->t_span_group = a->n_traj;
+          a->n_vars = shape.n_vars;
+          a->n_params = shape.n_params;
+          a->n_save = static_cast<int32_t>(t_span.shape(0));
+          a->y0 = y0.data();
+          a->params = params.data();
+          a->t_span = t_span.data();
+          a->weights = weights.data();
+          a->ys = ys.data();
+          a->accepted = accepted.data();
+          a->rejected = rejected.data();
+          a->status = status.data();
+          a->rtol = rtol;
+          a->atol = atol;
+          a->first_step = first_step;
+          a->icoeff = 1.0;
+          a->max_steps = max_steps;
+          return xla::ffi::Error::Success();
+        };
+        auto* fake_stream = reinterpret_cast<shoal::cuda::CUstream>(uintptr_t{0x5700});
+        xla::ffi::Error e = shoal::solve_on_stream(fake_stream, cubins, entry, fill);
+        return e.failure() ? e.message() : std::string();
+      },
+      "Test hook: run the CUDA launch path on host arrays through a stand-in driver; returns "
+      "'' or the error message.");
   m.def("num_threads", &shoal::parallel_threads, "Threads an ensemble solve uses.");
   m.attr("abi_version") = SHOAL_ODE_ABI_VERSION;
 }
