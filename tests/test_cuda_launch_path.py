@@ -146,10 +146,10 @@ def test_rodas5p_with_sensitivities_through_the_fake_driver(fake_driver, tmp_pat
     import jax
 
     jax.config.update("jax_enable_x64", True)
-    from stiff_problems import robertson
-
     from shoal.ode import _primitive
     from shoal.ode._primitive import Variant
+
+    from stiff_problems import robertson
 
     # The plain Rodas5P kernel against the CPU solve, and the joint sensitivity kernel against
     # the CPU library built from the same variant.
