@@ -81,6 +81,13 @@ def test_driver_declarations_match_the_toolkit(tmp_path):
         "static_assert(shoal::cuda::kRequestedDriverAbi == 12000, \"abi\");",
     ]
     lines += [_same_shape(ours, theirs) for ours, theirs in FUNCTIONS]
+    lines += [
+        "template <> struct Norm<CUdriverProcAddressQueryResult*> { using type = int*; };",
+        "static_assert(std::is_same<Adapt<shoal::cuda::CuGetProcAddressV2>::type, "
+        "Adapt<PFN_cuGetProcAddress_v12000>::type>::value, \"cuGetProcAddress_v2\");",
+        "static_assert(std::is_same<Adapt<shoal::cuda::CuGetProcAddressV1>::type, "
+        "Adapt<PFN_cuGetProcAddress_v11030>::type>::value, \"cuGetProcAddress\");",
+    ]
     src = tmp_path / "abi.cc"
     src.write_text("\n".join(lines) + "\n")
     proc = subprocess.run([CXX, "-std=c++17", "-fsyntax-only", f"-I{CUDA_INCLUDE}", f"-I{ROOT}",

@@ -8,9 +8,6 @@ namespace shoal {
 namespace cuda {
 namespace {
 
-using GetProcAddressV2 = CUresult (*)(const char*, void**, int, unsigned long long, int*);
-using GetProcAddressV1 = CUresult (*)(const char*, void**, int, unsigned long long);
-
 struct Loader {
   DriverApi api{};
   std::string error;
@@ -20,7 +17,7 @@ struct Loader {
 // Resolves `name` at the requested ABI: cuGetProcAddress where the driver has it (11.3+), else
 // the exported symbol (`fallback` names the ABI-versioned export, e.g. cuCtxPushCurrent_v2).
 template <class Fn>
-bool resolve(void* lib, GetProcAddressV2 get_v2, GetProcAddressV1 get_v1, const char* name,
+bool resolve(void* lib, CuGetProcAddressV2 get_v2, CuGetProcAddressV1 get_v1, const char* name,
              const char* fallback, Fn* out) {
   void* pfn = nullptr;
   if (get_v2 != nullptr) {
@@ -46,8 +43,8 @@ Loader load() {
               "); shoal's GPU path needs an NVIDIA driver and GPU";
     return r;
   }
-  auto get_v2 = reinterpret_cast<GetProcAddressV2>(dlsym(lib, "cuGetProcAddress_v2"));
-  auto get_v1 = reinterpret_cast<GetProcAddressV1>(dlsym(lib, "cuGetProcAddress"));
+  auto get_v2 = reinterpret_cast<CuGetProcAddressV2>(dlsym(lib, "cuGetProcAddress_v2"));
+  auto get_v1 = reinterpret_cast<CuGetProcAddressV1>(dlsym(lib, "cuGetProcAddress"));
   DriverApi& a = r.api;
   struct Entry {
     bool ok;

@@ -31,6 +31,12 @@ constexpr int CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 0;
 // The driver ABI requested from cuGetProcAddress (CUDA 12.0).
 constexpr int kRequestedDriverAbi = 12000;
 
+// cuGetProcAddress as CUDA 12.0 exports it (cuGetProcAddress_v2), and the 11.3 original.
+using CuGetProcAddressV2 = CUresult (*)(const char* symbol, void** pfn, int driver_version,
+                                        uint64_t flags, int* symbol_status);
+using CuGetProcAddressV1 = CUresult (*)(const char* symbol, void** pfn, int driver_version,
+                                        uint64_t flags);
+
 struct DriverApi {
   CUresult (*cuInit)(unsigned int flags);
   CUresult (*cuDriverGetVersion)(int* version);
