@@ -256,3 +256,21 @@ def test_driver_stub_library_is_reported_not_crashed():
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert "False" in out.stdout and "cuInit" in out.stdout, out.stdout
+
+
+def test_missing_nvrtc_is_a_clear_error():
+    # Without NVRTC, shoal imports and runs on the CPU; only compiling for a GPU fails, saying
+    # what to install. A fresh process: the library is opened once per process.
+    code = "\n".join([
+        "from shoal import _nvrtc",
+        "assert not _nvrtc.available()",
+        "try:",
+        "    _nvrtc.compile_cubin('x', 'sm_90')",
+        "except _nvrtc.NvrtcUnavailable as e:",
+        "    print(e)",
+    ])
+    env = dict(os.environ, SHOAL_NVRTC="/nonexistent/libnvrtc.so")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "NVRTC" in out.stdout and "/nonexistent/libnvrtc.so" in out.stdout
