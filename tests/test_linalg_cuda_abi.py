@@ -71,8 +71,8 @@ def test_abi_check_rejects_a_wrong_declaration(tmp_path):
     """The check above can fail: one wrong parameter type is a compile error."""
     src = (ROOT / "src" / "linalg" / "cusolver_api.hpp").read_text()
     broken = src.replace(
-        "T* b, int ldb, R* w, T* work, int lwork, int* info);",
-        "T* b, int ldb, R* w, T* work, long lwork, int* info);",
+        "int ldb, R* w, T* work, int lwork, int* info);",
+        "int ldb, R* w, T* work, long lwork, int* info);",
     )
     assert broken != src
     (tmp_path / "cusolver_api.hpp").write_text(broken)

@@ -102,9 +102,7 @@ def test_matches_scipy(fake, dtype, itype, lower, n):
     bj = None if b is None else scramble_other_triangle(b, lower, rng)
     w, v = eigh(aj, bj, lower=lower, type=max(itype, 1))
     w_only = eigh(aj, bj, lower=lower, type=max(itype, 1), eigvals_only=True)
-    expected = (
-        ("gen", n, itype) if itype and n > 32 else ("eigh", n, 1 if n <= 32 else 2)
-    )
+    expected = ("gen", n, itype) if itype and n > 32 else ("eigh", n, 1 if n <= 32 else 2)
     assert fake.calls == [expected, expected]
     assert w.dtype == np.finfo(dtype).dtype and v.dtype == dtype
     w, v, w_only = np.asarray(w), np.asarray(v), np.asarray(w_only)

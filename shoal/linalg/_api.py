@@ -315,7 +315,8 @@ def eigh(
         Replace ``1/Δ`` in eigenvector derivatives by ``Δ/(Δ² + width²)``; the width defaults to
         ``deg_thresh`` (or its default).
     method : {"lapack", "jax"}
-        The compiled LAPACK kernels, or the pure-JAX path (Cholesky + ``jnp.linalg.eigh``).
+        The compiled kernels (LAPACK on CPU, cuSOLVER on CUDA GPUs), or the pure-JAX path
+        (Cholesky + ``jnp.linalg.eigh``).
 
     Returns
     -------
