@@ -8,11 +8,17 @@
 #   scripts/gpu_check.sh --dry-run       # list the steps and commands; run nothing
 #   scripts/gpu_check.sh --only ode_gpu,bench --skip-build
 #
+# Steps: env, build, ode_gpu, linalg_gpu, smoke, bench (these four only with a GPU visible to
+# JAX), device_compile (tests/test_device_compile.py, test_*nvrtc*.py, test_*cuda_abi*.py: need
+# nvcc / NVRTC / CUDA headers, not a GPU, so they run last with what is left of the budget).
+#
 # Options:
 #   --dry-run          print the plan and the summary table without running anything
 #   --budget SECONDS   total time budget (default 450); a step gets min(its timeout, time left)
 #   --only a,b,...     run only these steps (env always runs); names as in the table
 #   --skip-build       do not (re)build the extension modules
+#   --fake-gpu         plumbing check without a GPU: run the GPU steps anyway, with the CPU
+#                      standing in (SHOAL_TEST_GPU_AS_CPU=1, benchmark --device cpu, tiny sizes)
 # Environment:
 #   PYTHON      interpreter (default .venv/bin/python if present, else python3)
 #   OUT         if set, logs and summary.txt go there (at most 8 files); else build/gpu-check/
@@ -30,13 +36,15 @@ DRY=0
 BUDGET=450
 ONLY=""
 SKIP_BUILD=0
+FAKE_GPU=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run) DRY=1 ;;
     --budget) BUDGET=$2; shift ;;
     --only) ONLY=$2; shift ;;
     --skip-build) SKIP_BUILD=1 ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    --fake-gpu) FAKE_GPU=1 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "gpu_check.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -51,6 +59,10 @@ WORK_DIR=$ROOT/build/gpu-check  # build products, CSV: never in $OUT (its file c
 mkdir -p "$LOG_DIR" "$WORK_DIR"
 SUMMARY=$LOG_DIR/summary.txt
 BENCH_DEFAULT="--sizes 1000,10000,100000 --repeats 3 --budget 25"
+if [ $FAKE_GPU -eq 1 ]; then
+  BENCH_DEFAULT="--device cpu --sizes 50,100 --repeats 2 --budget 8"
+  export SHOAL_TEST_GPU_AS_CPU=1
+fi
 BENCH_ARGS=${BENCH_ARGS:-$BENCH_DEFAULT}
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 export SHOAL_CACHE_DIR=${SHOAL_CACHE_DIR:-$WORK_DIR/shoal-cache}
@@ -236,12 +248,14 @@ if [ $DRY -eq 0 ]; then
     [ "${GPU_COUNT:-0}" -gt 0 ] 2>/dev/null && HAVE_GPU=1
   fi
   [ $HAVE_GPU -eq 0 ] && GPU_NOTE="no GPU visible to JAX"
+  if [ $FAKE_GPU -eq 1 ]; then HAVE_GPU=1; GPU_NOTE="FAKE (--fake-gpu: the CPU stands in)"; fi
 fi
 
-echo "shoal GPU check: root $ROOT, python $PYTHON_PATH, logs $LOG_DIR, budget ${BUDGET}s, GPU: $([ $HAVE_GPU -eq 1 ] && echo yes || echo "${GPU_NOTE:-not probed (dry run)}")"
+echo "shoal GPU check: root $ROOT, python $PYTHON_PATH, logs $LOG_DIR, budget ${BUDGET}s, GPU: $([ $HAVE_GPU -eq 1 ] && [ $FAKE_GPU -eq 0 ] && echo yes || echo "${GPU_NOTE:-not probed (dry run)}")"
 
 PYTEST=("$PYTHON" -m pytest -q -rs -p no:cacheprovider --durations=8)
-NVRTC_TESTS=$(cd "$ROOT" && ls tests/test_*nvrtc*.py 2>/dev/null | tr '\n' ' ')
+# NVRTC compile tests and the CUDA ABI checks (whichever exist): they need a toolkit, not a GPU.
+NVRTC_TESTS=$(cd "$ROOT" && ls tests/test_*nvrtc*.py tests/test_*cuda_abi*.py 2>/dev/null | tr '\n' ' ')
 
 DESC="nvidia-smi; python/jax versions and devices; package versions; cmake, c++, nvcc"
 run_step env 60 "$LOG_DIR/01_env.log" plain bash -c step_env
