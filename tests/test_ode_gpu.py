@@ -8,7 +8,7 @@ GPU results live on the GPU and agree with the CPU's:
   build has no FP contraction, NVRTC compiles with -fmad=false), so step counts
   (accepted/rejected) and statuses must be identical and values agree to 1e-12 relative;
 * float32: values to 1e-5 relative, step counts within ±2;
-* models with transcendental functions (sin, tanh): CUDA's libdevice and glibc may differ by an
+* models with transcendental functions (here sin): CUDA's libdevice and glibc may differ by an
   ulp, so values agree loosely (1e-6 relative at rtol 1e-10) and step counts within ±2.
 
 Relative agreement is per component, with a floor of the same relative size times the largest
