@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import scipy.linalg as sl
 from jax.test_util import check_grads
-from test_linalg_values import align_phase, rand_herm, rand_spd, scramble_other_triangle
+from linalg_helpers import align_phase, rand_herm, rand_spd, scramble_other_triangle
 
 from shoal.linalg import _cuda, eigh, eigh_gen
 
