@@ -187,7 +187,22 @@ step_build() {
   "$cmake_bin" -S "$ROOT" -B "$ROOT/build/gpu" "${generator[@]}" -DSHOAL_BUILD_PYTHON=ON \
     -DSHOAL_INPLACE=ON -DPython_EXECUTABLE="$PYTHON_PATH" ${CMAKE_ARGS:-} &&
   "$cmake_bin" --build "$ROOT/build/gpu" -j "$(nproc)" &&
-  "$PYTHON" -c "import shoal.ode, shoal; print('import ok:', shoal.__file__)"
+  "$PYTHON" - <<'EOF'
+import shoal, shoal.ode
+from shoal import _nvrtc
+from shoal.ode import _ode_ext
+print("import ok:", shoal.__file__)
+print("CUDA driver:", _ode_ext.cuda_driver_status(), "| archs:", _ode_ext.cuda_device_architectures())
+try:
+    print("NVRTC:", _nvrtc.library_path(), _nvrtc.version())
+except Exception as exc:  # reported, not fatal: the GPU tests will say more
+    print("NVRTC: unavailable:", exc)
+try:
+    from shoal.linalg import _cuda
+    print("cuSOLVER:", _cuda.status())
+except Exception as exc:
+    print("cuSOLVER: status unavailable:", exc)
+EOF
 }
 
 find_nvcc() {
