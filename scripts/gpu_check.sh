@@ -8,8 +8,8 @@
 #   scripts/gpu_check.sh --dry-run       # list the steps and commands; run nothing
 #   scripts/gpu_check.sh --only ode_gpu,bench --skip-build
 #
-# Steps: env, build, ode_gpu, linalg_gpu, smoke, bench (these four only with a GPU visible to
-# JAX), device_compile (tests/test_device_compile.py, test_*nvrtc*.py, test_*cuda_abi*.py: need
+# Steps: env, build, ode_gpu, linalg_gpu, smoke, bench, ode_suite (these five only with a GPU
+# visible to JAX; ode_suite = the CPU ODE suites with the GPU as default device), device_compile (tests/test_device_compile.py, test_*nvrtc*.py, test_*cuda_abi*.py: need
 # nvcc / NVRTC / CUDA headers, not a GPU, so they run last with what is left of the budget).
 #
 # Options:
@@ -269,6 +269,8 @@ fi
 echo "shoal GPU check: root $ROOT, python $PYTHON_PATH, logs $LOG_DIR, budget ${BUDGET}s, GPU: $([ $HAVE_GPU -eq 1 ] && [ $FAKE_GPU -eq 0 ] && echo yes || echo "${GPU_NOTE:-not probed (dry run)}")"
 
 PYTEST=("$PYTHON" -m pytest -q -rs -p no:cacheprovider --durations=8)
+ODE_SUITE="tests/test_ode_accuracy.py tests/test_ode_failures.py tests/test_ode_gradients.py \
+tests/test_ode_rodas5p.py"
 # NVRTC compile tests and the CUDA ABI checks (whichever exist): they need a toolkit, not a GPU.
 NVRTC_TESTS=$(cd "$ROOT" && ls tests/test_*nvrtc*.py tests/test_*cuda_abi*.py 2>/dev/null | tr '\n' ' ')
 
@@ -298,14 +300,21 @@ scripts/gpu_smoke.cu -o build/gpu-check/smoke/gpu_smoke && build/gpu-check/smoke
   DESC="$PYTHON benchmarks/gpu_bench.py $BENCH_ARGS --deadline <2/3 of the step's time> \
 --out-dir build/gpu-check"
   run_step bench 200 "$LOG_DIR/06_bench.log" bench bash -c step_bench
+  # The CPU suites (against SciPy, closed forms, finite differences) with the GPU as JAX's
+  # default device (tests/conftest.py): independent references for the GPU path.
+  DESC="SHOAL_TEST_DEVICE=cuda pytest $ODE_SUITE"
+  # shellcheck disable=SC2086
+  run_step ode_suite 180 "$LOG_DIR/08_ode_suite.log" pytest \
+    env SHOAL_TEST_DEVICE="$([ $FAKE_GPU -eq 1 ] && echo cpu || echo cuda)" "${PYTEST[@]}" $ODE_SUITE
   DESC=""
 else
-  for s in ode_gpu linalg_gpu smoke bench; do skip_step "$s" "$GPU_NOTE"; done
+  for s in ode_gpu linalg_gpu smoke bench ode_suite; do skip_step "$s" "$GPU_NOTE"; done
 fi
 
 # Device compilation (nvcc / NVRTC) needs no GPU: last, with what is left of the budget.
 # shellcheck disable=SC2086
-run_step device_compile 150 "$LOG_DIR/07_device_compile.log" pytest "${PYTEST[@]}" \
+# Its log stays out of $OUT, which returns at most 8 files (7 logs and summary.txt).
+run_step device_compile 150 "$WORK_DIR/07_device_compile.log" pytest "${PYTEST[@]}" \
   tests/test_device_compile.py $NVRTC_TESTS
 
 # ---------------------------------------------------------------------------------------------
