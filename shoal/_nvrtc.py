@@ -58,6 +58,7 @@ def _candidates() -> list[str]:
 def _library() -> ctypes.CDLL:
     tried = []
     for candidate in _candidates():
+        _preload_builtins(candidate)
         try:
             lib = ctypes.CDLL(candidate)
         except OSError as exc:
@@ -69,6 +70,23 @@ def _library() -> ctypes.CDLL:
         "shoal needs NVRTC (the CUDA runtime compiler) to compile models for a GPU, and found "
         "none. Install JAX's CUDA wheels (pip install 'jax[cuda13]') or the CUDA toolkit, or set "
         "SHOAL_NVRTC to the path of libnvrtc.so. Tried: " + "; ".join(tried))
+
+
+def _preload_builtins(candidate: str) -> None:
+    """Load the libnvrtc-builtins beside ``candidate`` first, so that NVRTC finds it by soname
+    even where the library directory is not on the loader's search path (pip wheels)."""
+    directory = os.path.dirname(candidate)
+    if not directory:
+        return
+    for builtins in sorted(glob.glob(os.path.join(directory, "libnvrtc-builtins.so.*")),
+                           reverse=True):
+        if ".alt." in os.path.basename(builtins):
+            continue
+        try:
+            ctypes.CDLL(builtins, mode=ctypes.RTLD_GLOBAL)
+        except OSError:
+            continue
+        return
 
 
 def _declare(lib: ctypes.CDLL) -> None:
