@@ -261,6 +261,25 @@ const cs::Api* loaded_api(ffi::Error* error) {
   return api;
 }
 
+// Calls run(T{}) with T the cuSOLVER scalar type of `type`.
+template <typename Run>
+ffi::Error for_scalar_type(ffi::DataType type, Run&& run) {
+  switch (type) {
+    case ffi::DataType::F32:
+      return run(float{});
+    case ffi::DataType::F64:
+      return run(double{});
+    case ffi::DataType::C64:
+      return run(cs::Complex{});
+    case ffi::DataType::C128:
+      return run(cs::DoubleComplex{});
+    default:
+      return ffi::Error::InvalidArgument(
+          "shoal.linalg eigh (CUDA): unsupported dtype (need float32, float64, complex64, "
+          "complex128)");
+  }
+}
+
 ffi::Error eigh_cuda_impl(void* stream, ffi::ScratchAllocator& scratch, ffi::AnyBuffer a,
                           ffi::Result<ffi::AnyBuffer> a_out, ffi::Result<ffi::AnyBuffer> w,
                           ffi::Result<ffi::Buffer<ffi::S32>> info, bool lower, bool vectors,
@@ -294,20 +313,7 @@ ffi::Error eigh_cuda_impl(void* stream, ffi::ScratchAllocator& scratch, ffi::Any
                           : syevd<T>(*api, handle.handle(), scratch, s, lower, vectors, a_data,
                                      w_data, info_data);
   };
-  switch (a.element_type()) {
-    case ffi::DataType::F32:
-      return run(float{});
-    case ffi::DataType::F64:
-      return run(double{});
-    case ffi::DataType::C64:
-      return run(cs::Complex{});
-    case ffi::DataType::C128:
-      return run(cs::DoubleComplex{});
-    default:
-      return ffi::Error::InvalidArgument(
-          "shoal.linalg eigh (CUDA): unsupported dtype (need float32, float64, complex64, "
-          "complex128)");
-  }
+  return for_scalar_type(a.element_type(), run);
 }
 
 ffi::Error eigh_gen_cuda_impl(void* stream, ffi::ScratchAllocator& scratch, ffi::AnyBuffer a,
@@ -355,20 +361,7 @@ ffi::Error eigh_gen_cuda_impl(void* stream, ffi::ScratchAllocator& scratch, ffi:
     return sygvd<T>(*api, handle.handle(), scratch, s, it, lower, vectors, a_data, b_data, w_data,
                     info_data);
   };
-  switch (a.element_type()) {
-    case ffi::DataType::F32:
-      return run(float{});
-    case ffi::DataType::F64:
-      return run(double{});
-    case ffi::DataType::C64:
-      return run(cs::Complex{});
-    case ffi::DataType::C128:
-      return run(cs::DoubleComplex{});
-    default:
-      return ffi::Error::InvalidArgument(
-          "shoal.linalg eigh (CUDA): unsupported dtype (need float32, float64, complex64, "
-          "complex128)");
-  }
+  return for_scalar_type(a.element_type(), run);
 }
 
 // No C++ exception may cross the FFI boundary (std::string and the pool can throw bad_alloc).
