@@ -18,12 +18,21 @@ from dataclasses import dataclass
 
 import jax
 import numpy as np
-from jax._src import dispatch
 from jax.extend.core import Primitive
 from jax.interpreters import batching, mlir
 
 from shoal import _jit
 from shoal.ode import _codegen, _ode_ext, _sparse
+
+try:  # the usual eager implementation of a primitive: compile it alone, cached by parameters
+    from jax._src.dispatch import apply_primitive as _apply_primitive
+except ImportError:  # pragma: no cover - JAX moved it: jit per call works, uncached
+    def _apply_primitive(prim, *args, **params):
+        return jax.jit(functools.partial(prim.bind, **params))(*args)
+
+ShapedArray = getattr(jax.core, "ShapedArray", None)
+if ShapedArray is None:  # pragma: no cover - depends on the JAX version
+    from jax._src.core import ShapedArray
 
 TARGET_CPU = "shoal_ode_solve_cpu"
 TARGET_CUDA = "shoal_ode_solve_cuda"
@@ -231,15 +240,15 @@ def cuda_architectures() -> tuple[str, ...]:
 
 ensemble_p = Primitive("shoal_ode_ensemble")
 ensemble_p.multiple_results = True
-ensemble_p.def_impl(functools.partial(dispatch.apply_primitive, ensemble_p))
+ensemble_p.def_impl(functools.partial(_apply_primitive, ensemble_p))
 
 
 @ensemble_p.def_abstract_eval
 def _abstract_eval(y0, params, t_span, weights, *, build, **options):
     lead = y0.shape[:-1]
     shape = lead + (t_span.shape[-1], y0.shape[-1])
-    stat = jax.core.ShapedArray(lead, np.int32)
-    return [jax.core.ShapedArray(shape, y0.dtype), stat, stat, stat]
+    stat = ShapedArray(lead, np.int32)
+    return [ShapedArray(shape, y0.dtype), stat, stat, stat]
 
 
 def _batch(args, dims, **params):
