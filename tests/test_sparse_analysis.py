@@ -297,6 +297,21 @@ def test_arrow_fills_completely_natural_and_not_at_all_with_amd():
     assert amd.perm[-1] == 0  # the hub last
 
 
+def test_amd_keeps_the_natural_order_when_that_fills_less():
+    # A tridiagonal matrix has no fill in its natural order; AMD may reorder it but may not
+    # make it worse. Whatever "amd" picks is never more fill than either ordering alone.
+    tri = sp.analyze(tridiagonal(40), "amd")
+    assert tri.fill == 0 and tri.ordering == "natural"
+    assert np.array_equal(tri.perm, np.arange(40))
+    for p in (vdp_ring(32), vdp_ring(20, reach=2), banded(40), arrow(30)):
+        chosen = sp.analyze(p, "amd")
+        natural = sp.analyze(p, "natural")
+        amd_only = sp.symbolic_lu(p[np.ix_(*(2 * [sp.amd_ordering(np.array(p | np.eye(
+            len(p), dtype=bool)))]))])
+        assert chosen.nnz <= min(natural.nnz, int(amd_only.sum()))
+    assert sp.analyze(arrow(30), "amd").ordering == "amd"
+
+
 def test_bordered_core_is_eliminated_last_with_zero_fill():
     core = 8
     p = bordered(core=core, tails=(6, 9, 4, 7, 5, 8))

@@ -8,9 +8,10 @@ Pipeline (``analyze``):
    mask with the diagonal set (the iteration matrix ``I/(h*gamma) - J`` always has it).
 2. ``colour_columns`` colours the column-intersection graph greedily (best of several vertex
    orderings, verified orthogonal): one dual-number sweep per colour recovers the Jacobian.
-3. ``amd_ordering`` (SuiteSparse AMD via cvxopt, on ``S + S^T``) or the natural ordering gives a
-   symmetric permutation ``P S P^T``, which keeps every diagonal entry on the diagonal; there is
-   no pivoting, so the structure is fixed at compile time and the same in every thread.
+3. ``amd_ordering`` (SuiteSparse AMD via cvxopt, on ``S + S^T``; kept only when it fills less
+   than the natural order) or the natural ordering gives a symmetric permutation ``P S P^T``,
+   which keeps every diagonal entry on the diagonal; there is no pivoting, so the structure is
+   fixed at compile time and the same in every thread.
 4. ``symbolic_lu`` eliminates the permuted pattern bit-per-entry: exactly the entries an
    unpivoted numeric LU touches, no more and no less.
 5. One CSR image of ``L + U`` (L strictly left of the diagonal with unit diagonal implied, U from
@@ -409,7 +410,7 @@ class SparseStructure:
     """
 
     n: int
-    ordering: str
+    ordering: str                # the ordering used: "amd", or "natural" (asked, or less fill)
     pattern: np.ndarray          # (n, n) bool: the Jacobian pattern, ORIGINAL order, diagonal set
     perm: np.ndarray             # new -> original
     iperm: np.ndarray            # original -> new
@@ -532,10 +533,19 @@ def analyze(pattern, ordering: str = "amd") -> SparseStructure:
 
     colours = colour_columns(p)
     n_colours = int(colours.max()) + 1
-    perm = amd_ordering(p) if ordering == "amd" else np.arange(n, dtype=np.int64)
+    perm = np.arange(n, dtype=np.int64)
+    filled = symbolic_lu(p)
+    if ordering == "amd":
+        # AMD is a heuristic: on some patterns (rings, narrow bands) the natural order fills
+        # less. Keep whichever gives fewer entries in L + U; ties keep the natural order.
+        amd = amd_ordering(p)
+        filled_amd = symbolic_lu(p[np.ix_(amd, amd)])
+        if filled_amd.sum() < filled.sum():
+            perm, filled = amd, filled_amd
+        else:
+            ordering = "natural"
     iperm = np.empty(n, dtype=np.int64)
     iperm[perm] = np.arange(n)
-    filled = symbolic_lu(p[np.ix_(perm, perm)])
 
     counts = filled.sum(axis=1)
     row_ptr = np.zeros(n + 1, dtype=np.int64)
