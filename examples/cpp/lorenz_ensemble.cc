@@ -1,17 +1,16 @@
 // shoal from C++ alone: a hand-written model solved as an ensemble with the core headers.
 //
 // A model is any type with n_vars, n_params and a templated rhs; solve_range integrates a slice of
-// the ensemble, so spreading it over threads is the caller's choice. This program sweeps the
+// the ensemble, and host_ensemble.hpp spreads the slices over threads. This program sweeps the
 // Lorenz system over 1000 values of rho on all hardware threads, checks every trajectory
 // succeeded, and cross-checks one against a much tighter solve. It exits non-zero on failure (it
 // runs under ctest).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <thread>
 #include <vector>
 
-#include "shoal/ode/ensemble.hpp"
+#include "shoal/ode/host_ensemble.hpp"
 #include "shoal/ode/tsit5.hpp"
 
 struct Lorenz {
@@ -41,37 +40,13 @@ int main() {
   std::vector<double> ys(n_traj * n_save * 3);
   std::vector<int32_t> accepted(n_traj), rejected(n_traj), status(n_traj);
 
-  ShoalEnsembleArgs args{};
-  args.n_traj = n_traj;
-  args.t_span_group = n_traj;  // one t_span row shared by everyone
-  args.n_vars = 3;
-  args.n_params = 3;
-  args.n_save = n_save;
-  args.y0 = y0.data();
-  args.params = params.data();
-  args.t_span = t_span.data();
-  args.weights = nullptr;
-  args.ys = ys.data();
-  args.accepted = accepted.data();
-  args.rejected = rejected.data();
-  args.status = status.data();
-  args.rtol = 1e-8;
-  args.atol = 1e-8;
-  args.first_step = -1;  // default: 1e-6 of the interval
-  args.pcoeff = 0.0;
-  args.icoeff = 1.0;
-  args.dcoeff = 0.0;
-  args.max_steps = 100000;
-
-  const int threads = std::max(1u, std::thread::hardware_concurrency());
-  std::vector<std::thread> pool;
-  for (int k = 0; k < threads; ++k) {
-    pool.emplace_back([&, k] {
-      const int64_t begin = n_traj * k / threads, end = n_traj * (k + 1) / threads;
-      shoal::ode::solve_range<shoal::ode::Tsit5, Lorenz, double>(args, begin, end);
-    });
-  }
-  for (auto& t : pool) t.join();
+  shoal::ode::EnsembleOptions options;
+  options.rtol = 1e-8;
+  options.atol = 1e-8;
+  const ShoalEnsembleArgs args = shoal::ode::ensemble_args<Lorenz>(
+      n_traj, n_save, y0.data(), params.data(), t_span.data(), ys.data(), accepted.data(),
+      rejected.data(), status.data(), options);
+  const int threads = shoal::ode::solve_ensemble<shoal::ode::Tsit5, Lorenz, double>(args);
 
   int failures = 0;
   int64_t steps = 0;

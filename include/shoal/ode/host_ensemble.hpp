@@ -1,0 +1,77 @@
+// Host-only conveniences for using the ensemble API from C++: filling a ShoalEnsembleArgs from
+// buffers and options, and spreading solve_range over std::threads.
+//
+// Not for device code (it uses std::thread); the Python runtime has its own dynamic scheduler.
+// Trajectories are independent, so any split gives bit-identical results.
+#pragma once
+
+#ifndef __CUDACC_RTC__
+#include <algorithm>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "shoal/ode/ensemble.hpp"
+
+namespace shoal {
+namespace ode {
+
+struct EnsembleOptions {
+  double rtol = 1e-8;
+  double atol = 1e-8;
+  double first_step = -1;  // ≤ 0: 1e-6 of the interval
+  double pcoeff = 0.0;     // PID gains: the default is the integral controller
+  double icoeff = 1.0;
+  double dcoeff = 0.0;
+  int64_t max_steps = 100000;
+};
+
+// Buffers in ShoalEnsembleArgs' layouts (ensemble.hpp); one t_span row shared by every
+// trajectory, all error weights one.
+template <class Model, class T>
+ShoalEnsembleArgs ensemble_args(int64_t n_traj, int n_save, const T* y0, const T* params,
+                                const T* t_span, T* ys, int32_t* accepted, int32_t* rejected,
+                                int32_t* status, const EnsembleOptions& opt = {}) {
+  ShoalEnsembleArgs a{};
+  a.n_traj = n_traj;
+  a.t_span_group = n_traj > 0 ? n_traj : 1;
+  a.n_vars = Model::n_vars;
+  a.n_params = Model::n_params;
+  a.n_save = n_save;
+  a.y0 = y0;
+  a.params = params;
+  a.t_span = t_span;
+  a.weights = nullptr;
+  a.ys = ys;
+  a.accepted = accepted;
+  a.rejected = rejected;
+  a.status = status;
+  a.rtol = opt.rtol;
+  a.atol = opt.atol;
+  a.first_step = opt.first_step;
+  a.pcoeff = opt.pcoeff;
+  a.icoeff = opt.icoeff;
+  a.dcoeff = opt.dcoeff;
+  a.max_steps = opt.max_steps;
+  return a;
+}
+
+// Solves the whole ensemble on `threads` threads (0: all hardware threads), in equal slices.
+// Returns the number of threads used.
+template <template <class, class> class Stepper, class Model, class T>
+int solve_ensemble(const ShoalEnsembleArgs& a, int threads = 0) {
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (int k = 0; k < threads; ++k) {
+    pool.emplace_back([&a, k, threads] {
+      const int64_t begin = a.n_traj * k / threads, end = a.n_traj * (k + 1) / threads;
+      solve_range<Stepper, Model, T>(a, begin, end);
+    });
+  }
+  for (auto& t : pool) t.join();
+  return threads;
+}
+
+}  // namespace ode
+}  // namespace shoal
+#endif  // __CUDACC_RTC__
