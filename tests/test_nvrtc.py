@@ -274,3 +274,24 @@ def test_missing_nvrtc_is_a_clear_error():
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert "NVRTC" in out.stdout and "/nonexistent/libnvrtc.so" in out.stdout
+
+
+def test_one_export_serves_cpu_and_cuda(monkeypatch):
+    # Lowered for both platforms, the artefact holds both FFI calls (each with its own compiled
+    # model) and runs here on the CPU.
+    monkeypatch.setenv("SHOAL_CUDA_ARCHS", ARCH)
+    t = jnp.linspace(0.0, 1.0, 3)
+    p = jnp.array([10.0, 28.0, 8.0 / 3.0])
+    y0 = jnp.ones((4, 3)) + jnp.arange(4.0)[:, None]
+
+    def run(y0):
+        return shoal.ode.solve(lorenz, y0, t, p, method="tsit5")
+
+    exported = jax.export.export(
+        jax.jit(run), platforms=["cpu", "cuda"],
+        disabled_checks=[jax.export.DisabledSafetyCheck.custom_call(name)
+                         for name in ("shoal_ode_solve_cpu", "shoal_ode_solve_cuda")],
+    )(y0)
+    text = exported.mlir_module()
+    assert "shoal_ode_solve_cpu" in text and "shoal_ode_solve_cuda" in text
+    np.testing.assert_array_equal(np.asarray(exported.call(y0)), np.asarray(jax.jit(run)(y0)))
