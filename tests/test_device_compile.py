@@ -110,3 +110,24 @@ def test_reference_model_does_not_spill(ptxas_report):
     reference = {k: v for k, v in spills.items() if "3rob5Model" in k and "Sensitivity" not in k}
     assert len(reference) == 3, spills
     assert all(v == 0 for v in reference.values()), reference
+
+
+def test_constant_tables_compile_cleanly_with_nvcc(tmp_path):
+    # A large constant matrix becomes a table read from host+device code; nvcc compiles both
+    # passes of the same source, and neither may read the other side's copy (nvcc warns when
+    # host code reads a __device__ variable).
+    m = np.random.default_rng(0).standard_normal((40, 40))
+
+    def f(y, t, p):
+        return jnp.asarray(m) @ jnp.tanh(y) * p[0]
+
+    model = _codegen.generate_model(f, 40, 1, np.float64)
+    source = _primitive.library_source(model, _primitive.Variant("tsit5"), "cuda")
+    src = tmp_path / "tables.cu"
+    src.write_text(source.replace("SHOAL_CACHE_KEY", '"shoal-key:test"'))
+    proc = subprocess.run(
+        [NVCC, "-std=c++17", "-arch=sm_90", "--fmad=false", f"-I{include_dir()}", "-c",
+         str(src), "-o", str(tmp_path / "tables.o")],
+        capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "warning" not in proc.stderr.lower(), proc.stderr[-4000:]
