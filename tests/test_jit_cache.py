@@ -46,7 +46,27 @@ def test_cache_dir_precedence(tmp_path, monkeypatch):
 
 
 def test_flags_never_include_fast_math():
-    assert not any("fast-math" in flag or flag == "-Ofast" for flag in _jit.CXX_FLAGS)
+    flags = _jit.compiler_flags()
+    assert not any("fast-math" in flag or flag == "-Ofast" for flag in flags)
+    assert "-ffp-contract=off" in flags
+
+
+def test_native_tuning_is_part_of_the_key_and_can_be_turned_off(monkeypatch):
+    src = _source(uuid.uuid4().hex)
+    _jit.native_arch.cache_clear()
+    tuned_flags, tuned_identity = _jit.native_arch()
+    tuned_key = _jit.cache_key(src)
+    monkeypatch.setenv("SHOAL_NATIVE_ARCH", "0")
+    _jit.native_arch.cache_clear()
+    try:
+        assert _jit.native_arch() == ((), "")
+        assert "-march=native" not in _jit.compiler_flags()
+        if tuned_flags:  # the compiler accepts -march=native: its expansion is in the key
+            assert "-march=native" in tuned_flags and tuned_identity
+            assert _jit.cache_key(src) != tuned_key
+    finally:
+        monkeypatch.delenv("SHOAL_NATIVE_ARCH")
+        _jit.native_arch.cache_clear()
 
 
 def test_key_depends_on_source_and_library_is_reused(fresh_cache):
@@ -99,7 +119,7 @@ def test_concurrent_processes_compile_once(tmp_path):
     wrapper = tmp_path / "cxx"
     wrapper.write_text(textwrap.dedent(f"""\
         #!/bin/sh
-        case "$*" in *--version*) ;; *) echo compile >> {log} ;; esac
+        case "$*" in *--version*|*-###*) ;; *) echo compile >> {log} ;; esac
         exec c++ "$@"
         """))
     wrapper.chmod(0o755)
