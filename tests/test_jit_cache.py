@@ -9,6 +9,7 @@ import textwrap
 import uuid
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from shoal import _jit
@@ -136,3 +137,43 @@ def test_concurrent_processes_compile_once(tmp_path):
     assert all(p.returncode == 0 for p in procs)
     assert len(set(outs)) == 1
     assert log.read_text().count("compile") == 1
+
+
+def test_native_tuning_does_not_change_results(tmp_path):
+    # -march=native may vectorise but, without contraction or fast-math, not reorder arithmetic:
+    # a Tsit5 and a dense Rodas5P solve are bit-identical with and without it.
+    script = textwrap.dedent("""
+        import sys
+        import jax, jax.numpy as jnp, numpy as np
+        jax.config.update("jax_enable_x64", True)
+        import shoal
+
+        def ring(y, t, p):
+            n = y.shape[0] // 2
+            x, v = y[:n], y[n:]
+            return jnp.concatenate([v, p[0] * (1 - x**2) * v - x
+                                    + 10.0 * (jnp.roll(x, 1) - 2 * x + jnp.roll(x, -1))])
+
+        def lorenz(y, t, p):
+            return jnp.stack([p[0] * (y[1] - y[0]), y[0] * (p[1] - y[2]) - y[1],
+                              y[0] * y[1] - p[2] * y[2]])
+
+        t = jnp.linspace(0.0, 1.0, 5)
+        y0 = jnp.concatenate([2 * jnp.ones((20, 8)), jnp.zeros((20, 8))], axis=1)
+        a = shoal.ode.solve(ring, y0, t, jnp.linspace(50, 150, 20)[:, None], rtol=1e-7)
+        b = shoal.ode.solve(lorenz, jnp.ones((20, 3)) + jnp.arange(20.0)[:, None], t,
+                            jnp.array([10.0, 28.0, 8.0 / 3.0]), method="tsit5")
+        np.save(sys.argv[1], np.concatenate([np.asarray(a).ravel(), np.asarray(b).ravel()]))
+    """)
+    results = []
+    for native in ("1", "0"):
+        out = tmp_path / f"native{native}.npy"
+        env = dict(os.environ, SHOAL_NATIVE_ARCH=native, SHOAL_CACHE_DIR=str(tmp_path / "cache"),
+                   PYTHONPATH=str(ROOT))
+        proc = subprocess.run([sys.executable, "-c", script, str(out)], env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        results.append(np.load(out))
+    assert len(list((tmp_path / "cache").glob("*.so"))) == 4  # two models, built twice
+    assert np.all(np.isfinite(results[0]))
+    np.testing.assert_array_equal(results[0], results[1])
