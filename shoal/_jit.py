@@ -33,9 +33,9 @@ def native_arch() -> tuple[tuple[str, ...], str]:
 
     Safe for results: with ``-ffp-contract=off`` and no fast-math the compiler may vectorise but
     not reorder or fuse floating-point operations, so every ISA gives bit-identical answers
-    (measured: Rodas5P 15-20 % faster with AVX2). The identity is what ``native`` expands to, as
-    the compiler reports it: it enters the cache key, so a cache shared between different CPUs
-    never hands one of them a library built for another.
+    (benchmarks/native_arch.py: Rodas5P 17-21 % faster with AVX2). The identity is what
+    ``native`` expands to, as the compiler reports it: it enters the cache key, so a cache shared
+    between different CPUs never hands one of them a library built for another.
     """
     if os.environ.get("SHOAL_NATIVE_ARCH", "1").strip() == "0":
         return (), ""
