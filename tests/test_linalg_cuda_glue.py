@@ -14,14 +14,8 @@ import numpy as np
 import pytest
 import scipy.linalg as sl
 from jax.test_util import check_grads
-from test_linalg_values import (
-    align_phase,
-    check_solution,
-    rand_herm,
-    rand_spd,
-    scramble_other_triangle,
-    tol,
-)
+from linalg_helpers import align_phase, rand_herm, rand_spd, scramble_other_triangle
+from test_linalg_values import check_solution, tol
 
 from shoal.linalg import _cuda, _ffi, eigh
 from shoal.linalg._jax_impl import hermitian, jax_eigh
