@@ -6,6 +6,8 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
+#include <string>
 
 #include "shoal/ode/ensemble.hpp"
 #include "xla/ffi/api/ffi.h"
@@ -35,5 +37,19 @@ xla::ffi::Error fill_ensemble_args(const ModelShape& model, xla::ffi::AnyBuffer 
                                    xla::ffi::Result<xla::ffi::AnyBuffer> rejected,
                                    xla::ffi::Result<xla::ffi::AnyBuffer> status,
                                    ShoalEnsembleArgs* a);
+
+// Runs `body` (returning ffi::Error) so that no C++ exception crosses into XLA.
+template <class Body>
+xla::ffi::Error without_exceptions(Body&& body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    return xla::ffi::Error(xla::ffi::ErrorCode::kInternal,
+                           std::string("shoal.ode.solve: ") + e.what());
+  } catch (...) {
+    return xla::ffi::Error(xla::ffi::ErrorCode::kInternal,
+                           "shoal.ode.solve: unknown C++ exception");
+  }
+}
 
 }  // namespace shoal

@@ -54,15 +54,10 @@ ffi::Error solve_guarded(ffi::AnyBuffer y0, ffi::AnyBuffer params, ffi::AnyBuffe
                          int64_t n_error, ffi::Result<ffi::AnyBuffer> ys,
                          ffi::Result<ffi::AnyBuffer> accepted, ffi::Result<ffi::AnyBuffer> rejected,
                          ffi::Result<ffi::AnyBuffer> status) {
-  // No C++ exception may cross into XLA.
-  try {
+  return without_exceptions([&] {
     return solve_impl(y0, params, t_span, weights, model_path, entry, rtol, atol, first_step,
                       pcoeff, icoeff, dcoeff, max_steps, n_error, ys, accepted, rejected, status);
-  } catch (const std::exception& e) {
-    return ffi::Error(ffi::ErrorCode::kInternal, std::string("shoal.ode.solve: ") + e.what());
-  } catch (...) {
-    return ffi::Error(ffi::ErrorCode::kInternal, "shoal.ode.solve: unknown C++ exception");
-  }
+  });
 }
 
 }  // namespace
