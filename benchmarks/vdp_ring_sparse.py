@@ -72,8 +72,8 @@ import numpy as np  # noqa: E402
 
 import shoal.ode  # noqa: E402
 from shoal.ode import _ode_ext  # noqa: E402
+from shoal.ode._model import detect_pattern  # noqa: E402
 from shoal.ode._sparse import analyze  # noqa: E402
-from shoal.ode._sparsity_detection import detect_pattern  # noqa: E402
 
 MU_LO, MU_HI = 95.0, 105.0
 D, OMEGA = 10.0, 1.0

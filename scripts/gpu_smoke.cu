@@ -55,7 +55,7 @@ template <template <class, class> class Stepper, class Model>
 __global__ void solve_kernel(ShoalEnsembleArgs a) {
   const int64_t m = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
   if (m >= a.n_traj) return;
-  const auto opt = shoal::ode::options_from<double>(a);
+  const auto opt = shoal::ode::IntegrateOptions<double>::from(a.options);
   shoal::ode::solve_one<Stepper, Model, double>(a, opt, m);
 }
 
@@ -91,14 +91,8 @@ static ShoalEnsembleArgs args_for(const Ensemble& e) {
   a.n_vars = e.n_vars;
   a.n_params = e.n_params;
   a.n_save = (int32_t)e.t.size();
-  a.n_error = 0;
-  a.rtol = e.rtol;
-  a.atol = e.atol;
-  a.first_step = -1.0;
-  a.pcoeff = 0.0;
-  a.icoeff = 1.0;
-  a.dcoeff = 0.0;
-  a.max_steps = 100000;
+  a.options.rtol = e.rtol;  // the other options keep ShoalSolveOptions' defaults
+  a.options.atol = e.atol;
   return a;
 }
 

@@ -45,10 +45,10 @@ def _fake_cubin(name, f, n, n_params, variant, directory: Path) -> Path:
     import jax
 
     jax.config.update("jax_enable_x64", True)
-    from shoal.ode import _codegen, _primitive
+    from shoal.ode import _codegen, _kernel_source
 
     model = _codegen.generate_model(f, n, n_params, np.float64)
-    source = _primitive.library_source(model, variant, "cuda")
+    source = _kernel_source.library_source(model, variant, "cuda")
     src = directory / f"{name}.cu"
     src.write_text(source.replace("SHOAL_CACHE_KEY", '"shoal-key:fake"'))
     out = directory / f"{name}.cubin"
@@ -74,7 +74,7 @@ SCENARIO = textwrap.dedent("""
     for cubins, entry in spec["calls"]:
         out["errors"].append(_ode_ext._solve_on_cuda_stream_for_testing(
             cubins, entry, data["y0"], data["params"], t_span, np.ones_like(data["y0"]), ys,
-            *stats, spec["rtol"], spec["atol"], spec["first_step"], spec["max_steps"]))
+            *stats, spec["options"]))
     np.savez(spec["result"], ys=ys, accepted=stats[0], rejected=stats[1], status=stats[2])
     lib = __import__("ctypes").CDLL(spec["driver"])
     lib.fake_cuda_threads.restype = __import__("ctypes").c_longlong
@@ -88,8 +88,13 @@ def _run(fake_driver, tmp_path, calls, y0, params, t_span, *, rtol=1e-8, atol=1e
          first_step=1e-6, max_steps=100_000, sm="90"):
     data = tmp_path / "data.npz"
     np.savez(data, y0=y0, params=params, t_span=t_span)
-    spec = dict(data=str(data), result=str(tmp_path / "result.npz"), calls=calls, rtol=rtol,
-                atol=atol, first_step=first_step, max_steps=max_steps, driver=str(fake_driver))
+    from shoal.ode._options import SolveOptions
+
+    kernel_options = SolveOptions(rtol=rtol, atol=atol, first_step=first_step,
+                                  max_steps=max_steps).kernel_attributes()
+    spec = dict(data=str(data), result=str(tmp_path / "result.npz"), calls=calls,
+                options={k: v.item() for k, v in kernel_options.items()},
+                driver=str(fake_driver))
     env = dict(os.environ, SHOAL_LIBCUDA=str(fake_driver), FAKE_CUDA_SM=sm,
                PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run([sys.executable, "-c", SCENARIO, json.dumps(spec)], capture_output=True,
@@ -125,10 +130,11 @@ def test_tsit5_through_the_fake_driver_equals_the_cpu_solve(fake_driver, tmp_pat
     import jax
 
     jax.config.update("jax_enable_x64", True)
-    from shoal.ode._primitive import Variant
+    from shoal.ode._kernel_source import Variant
+    from shoal.ode._options import Method
 
     f, y0, params, t_span = _lorenz_case()
-    variant = Variant("tsit5")
+    variant = Variant(Method.TSIT5)
     cubin = _fake_cubin("lorenz", f, 3, 3, variant, tmp_path)
     report, got = _run(fake_driver, tmp_path, [[f"sm_80=/absent.cubin;sm_90={cubin}",
                                                 variant.entry]], y0, params, t_span)
@@ -146,8 +152,10 @@ def test_rodas5p_with_sensitivities_through_the_fake_driver(fake_driver, tmp_pat
     import jax
 
     jax.config.update("jax_enable_x64", True)
-    from shoal.ode import _primitive
-    from shoal.ode._primitive import Variant
+    from shoal.ode import _model, _primitive
+    from shoal.ode._build import ModelBuild
+    from shoal.ode._kernel_source import Variant
+    from shoal.ode._options import Method, SolveOptions
 
     from stiff_problems import robertson
 
@@ -157,7 +165,7 @@ def test_rodas5p_with_sensitivities_through_the_fake_driver(fake_driver, tmp_pat
     y0 = np.tile([1.0, 0.0, 0.0], (n_traj, 1))
     params = np.tile([0.04, 3e7, 1e4], (n_traj, 1)) * np.linspace(0.5, 1.5, n_traj)[:, None]
     t_span = np.array([0.0, 1.0, 10.0, 100.0])
-    plain = Variant("rodas5p_lu64")
+    plain = Variant(Method.RODAS5P)
     cubin = _fake_cubin("robertson", robertson, 3, 3, plain, tmp_path)
     report, got = _run(fake_driver, tmp_path, [[f"sm_90={cubin}", plain.entry]], y0, params,
                        t_span, rtol=1e-7, atol=1e-12, first_step=1e-6)
@@ -167,7 +175,7 @@ def test_rodas5p_with_sensitivities_through_the_fake_driver(fake_driver, tmp_pat
     np.testing.assert_array_equal(got["ys"], want)
     np.testing.assert_array_equal(got["accepted"], stats["accepted"])
 
-    sens = Variant("rodas5p_lu64", sens=(False, True))
+    sens = Variant(Method.RODAS5P, sens=(False, True))
     cubin = _fake_cubin("robertson_sens", robertson, 3, 3, sens, tmp_path)
     n_joint = 3 + 3 * 3
     z0 = np.zeros((n_traj, n_joint))
@@ -175,11 +183,10 @@ def test_rodas5p_with_sensitivities_through_the_fake_driver(fake_driver, tmp_pat
     report, got = _run(fake_driver, tmp_path, [[f"sm_90={cubin}", sens.entry]], z0, params,
                        t_span, rtol=1e-7, atol=1e-12, first_step=1e-6)
     assert report["errors"] == [""]
-    model = _primitive.generated_model(robertson, 3, 3, np.float64)
-    build = _primitive.ModelBuild(model, sens)
+    model = _model.generated_model(robertson, 3, 3, np.float64)
     ys, acc, rej, status = _primitive.ensemble_solve(
-        z0, params, t_span, np.ones_like(z0), build=build, rtol=1e-7, atol=1e-12,
-        first_step=1e-6, pcoeff=0.0, icoeff=1.0, dcoeff=0.0, max_steps=100_000)
+        z0, params, t_span, np.ones_like(z0), build=ModelBuild(model, sens),
+        options=SolveOptions(rtol=1e-7, atol=1e-12, first_step=1e-6))
     np.testing.assert_array_equal(got["ys"], np.asarray(ys))
     np.testing.assert_array_equal(got["accepted"], np.asarray(acc))
     assert np.all(np.asarray(status) == 0)
@@ -189,10 +196,11 @@ def test_launch_path_errors_are_messages(fake_driver, tmp_path):
     import jax
 
     jax.config.update("jax_enable_x64", True)
-    from shoal.ode._primitive import Variant
+    from shoal.ode._kernel_source import Variant
+    from shoal.ode._options import Method
 
     f, y0, params, t_span = _lorenz_case()
-    variant = Variant("tsit5")
+    variant = Variant(Method.TSIT5)
     cubin = _fake_cubin("lorenz", f, 3, 3, variant, tmp_path)
     not_a_cubin = tmp_path / "garbage.cubin"
     not_a_cubin.write_bytes(b"\x7fELF garbage")

@@ -16,8 +16,10 @@ import numpy as np
 import pytest
 
 from shoal._jit import include_dir
-from shoal.ode import _codegen, _primitive
-from shoal.ode._sparsity_detection import detect_pattern
+from shoal.ode import _codegen, _kernel_source
+from shoal.ode._kernel_source import Variant
+from shoal.ode._model import detect_pattern
+from shoal.ode._options import Method, Ordering, SparsityPattern
 
 NVCC = shutil.which("nvcc")
 pytestmark = pytest.mark.skipif(NVCC is None, reason="nvcc (CUDA toolkit) is not installed")
@@ -41,7 +43,7 @@ template <template <class, class> class Stepper, class Model>
 __global__ void {name}(ShoalEnsembleArgs a) {{
   const int64_t m = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
   if (m >= a.n_traj) return;
-  const auto opt = shoal::ode::options_from<double>(a);
+  const auto opt = shoal::ode::IntegrateOptions<double>::from(a.options);
   shoal::ode::solve_one<Stepper, Model, double>(a, opt, m);
 }}
 """
@@ -55,7 +57,7 @@ def _translation_unit() -> str:
     rob = _codegen.generate_model(robertson, 3, 3, np.float64)
     ring_model = _codegen.generate_model(ring, 16, 1, np.float64)
     pattern = detect_pattern(ring, 16, 1, np.float64) | np.eye(16, dtype=bool)
-    structure = _primitive.sparse_structure(("amd", 16, pattern.tobytes()))
+    structure = _kernel_source.sparse_structure(SparsityPattern(pattern), Ordering.AMD)
     parts = [
         _namespaced(rob, "rob"), _namespaced(ring_model, "ring"),
         '#include "shoal/ode/ensemble.hpp"', '#include "shoal/ode/tsit5.hpp"',
@@ -122,7 +124,7 @@ def test_constant_tables_compile_cleanly_with_nvcc_and_read_right_on_the_host(tm
         return jnp.asarray(m) @ jnp.tanh(y) * p[0]
 
     model = _codegen.generate_model(f, 40, 1, np.float64)
-    kernel = _primitive.library_source(model, _primitive.Variant("tsit5"), "cuda")
+    kernel = _kernel_source.library_source(model, Variant(Method.TSIT5), "cuda")
     y = np.linspace(-1.0, 1.0, 40)
     main = "\n".join([
         "#include <cstdio>",

@@ -21,9 +21,10 @@ import pytest
 
 import shoal
 from shoal import _nvrtc
-from shoal.ode import _codegen, _ode_ext, _primitive
-from shoal.ode._primitive import Variant
-from shoal.ode._sparsity_detection import detect_pattern
+from shoal.ode import _build, _codegen, _kernel_source, _ode_ext
+from shoal.ode._kernel_source import Variant
+from shoal.ode._model import detect_pattern
+from shoal.ode._options import LuPrecision, Method, Ordering, SparsityPattern
 
 from ode_problems import lorenz
 from stiff_problems import robertson
@@ -46,22 +47,22 @@ def ring(y, t, p):
     return jnp.concatenate([v, p[0] * (1 - x**2) * v - x + 10.0 * lap])
 
 
-def _ring_sparse() -> tuple[str, int, bytes]:
+def _ring_sparse() -> dict:
     pattern = detect_pattern(ring, 16, 1, np.float64) | np.eye(16, dtype=bool)
-    return ("natural", 16, pattern.tobytes())
+    return dict(sparsity=SparsityPattern(pattern), ordering=Ordering.NATURAL)
 
 
 def _variants():
     sparse = _ring_sparse()
     return {
-        "tsit5": (lorenz, 3, 3, Variant("tsit5")),
-        "tsit5_sens": (lorenz, 3, 3, Variant("tsit5", sens=(True, True))),
-        "rodas5p_lu64": (robertson, 3, 3, Variant("rodas5p_lu64")),
-        "rodas5p_lu32": (robertson, 3, 3, Variant("rodas5p_lu32")),
-        "rodas5p_sens": (robertson, 3, 3, Variant("rodas5p_lu64", sens=(False, True))),
-        "rodas5p_sparse": (ring, 16, 1, Variant("rodas5p_lu64", sparse=sparse)),
+        "tsit5": (lorenz, 3, 3, Variant(Method.TSIT5)),
+        "tsit5_sens": (lorenz, 3, 3, Variant(Method.TSIT5, sens=(True, True))),
+        "rodas5p_lu64": (robertson, 3, 3, Variant(Method.RODAS5P)),
+        "rodas5p_lu32": (robertson, 3, 3, Variant(Method.RODAS5P, LuPrecision.FP32)),
+        "rodas5p_sens": (robertson, 3, 3, Variant(Method.RODAS5P, sens=(False, True))),
+        "rodas5p_sparse": (ring, 16, 1, Variant(Method.RODAS5P, **sparse)),
         "rodas5p_sparse_sens": (ring, 16, 1,
-                                Variant("rodas5p_lu64", sens=(True, True), sparse=sparse)),
+                                Variant(Method.RODAS5P, sens=(True, True), **sparse)),
     }
 
 
@@ -71,7 +72,7 @@ VARIANTS = list(_variants())
 def _source(name: str, dtype=np.float64) -> tuple[str, Variant]:
     f, n, n_params, variant = _variants()[name]
     model = _codegen.generate_model(f, n, n_params, dtype)
-    return _primitive.library_source(model, variant, "cuda"), variant
+    return _kernel_source.library_source(model, variant, "cuda"), variant
 
 
 def _keyed(source: str) -> str:
@@ -135,7 +136,7 @@ def test_constant_tables_compile_for_host_and_device():
 
     model = _codegen.generate_model(f, 40, 1, np.float64)
     assert "namespace device" in model.source and "namespace host" in model.source
-    source = _primitive.library_source(model, Variant("tsit5"), "cuda")
+    source = _kernel_source.library_source(model, Variant(Method.TSIT5), "cuda")
     cubin, log = _nvrtc.compile_source(_keyed(source), ARCH)
     assert b"shoal_ode_tsit5" in cubin
     assert "warning" not in log.lower(), log
@@ -167,7 +168,8 @@ def test_ensemble_args_layout_on_the_device_matches_the_host():
     # whose member types have the same sizes has the same offsets.
     source = "\n".join([
         '#include "shoal/ode/ensemble.hpp"',
-        "static_assert(sizeof(ShoalEnsembleArgs) == 152, \"size\");",
+        "static_assert(sizeof(ShoalEnsembleArgs) == 160, \"size\");",
+        "static_assert(sizeof(ShoalSolveOptions) == 64, \"options size\");",
         "static_assert(sizeof(int64_t) == 8 && sizeof(int32_t) == 4, \"integers\");",
         "static_assert(sizeof(void*) == 8 && sizeof(double) == 8, \"pointers, doubles\");",
         "__global__ void k(ShoalEnsembleArgs a) { a.status[0] = a.n_vars; }",
@@ -233,7 +235,7 @@ def test_lowering_for_cuda_without_a_device_is_a_clear_error(monkeypatch):
     except RuntimeError:
         pass
     with pytest.raises(RuntimeError, match="CUDA device"):
-        _primitive.cuda_architectures()
+        _build.cuda_architectures()
 
 
 def test_driver_loader_reports_no_gpu_cleanly():

@@ -13,7 +13,7 @@ import pytest
 import scipy.sparse
 
 from shoal.ode import Status, solve
-from shoal.ode._sparsity_detection import detect_pattern
+from shoal.ode._model import detect_pattern
 
 TIGHT = {"rtol": 1e-10, "atol": 1e-10}
 

@@ -40,7 +40,7 @@ int main() {
   std::vector<double> ys(n_traj * n_save * 3);
   std::vector<int32_t> accepted(n_traj), rejected(n_traj), status(n_traj);
 
-  shoal::ode::EnsembleOptions options;
+  ShoalSolveOptions options;
   options.rtol = 1e-8;
   options.atol = 1e-8;
   const ShoalEnsembleArgs args = shoal::ode::ensemble_args<Lorenz>(
@@ -63,7 +63,7 @@ int main() {
   tight.y0 = &y0[3 * (n_traj - 1)];
   tight.params = &params[3 * (n_traj - 1)];
   tight.ys = ref.data();
-  tight.rtol = tight.atol = 1e-13;
+  tight.options.rtol = tight.options.atol = 1e-13;
   shoal::ode::solve_range<shoal::ode::Tsit5, Lorenz, double>(tight, 0, 1);
   double worst = 0;
   const double* last = &ys[(n_traj - 1) * n_save * 3];

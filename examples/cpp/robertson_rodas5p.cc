@@ -46,7 +46,7 @@ int main() {
   std::vector<double> ys(n_traj * n_save * 3);
   std::vector<int32_t> accepted(n_traj), rejected(n_traj), status(n_traj);
 
-  shoal::ode::EnsembleOptions options;
+  ShoalSolveOptions options;
   options.rtol = 1e-6;
   options.atol = 1e-10;
   const ShoalEnsembleArgs args = shoal::ode::ensemble_args<Robertson>(
@@ -82,14 +82,14 @@ int main() {
   tight.accepted = &ref_accepted;
   tight.rejected = &ref_rejected;
   tight.status = &ref_status;
-  tight.rtol = 1e-12;
-  tight.atol = 1e-16;
+  tight.options.rtol = 1e-12;
+  tight.options.atol = 1e-16;
   shoal::ode::solve_range<shoal::ode::Rodas5P, Robertson, double>(tight, 0, 1);
   double worst = 0, worst_abs = 0;
   const double* last = &ys[(n_traj - 1) * n_save * 3];
   for (int i = 0; i < n_save * 3; ++i) {
     const double dev = std::abs(last[i] - ref[i]);
-    worst = std::max(worst, dev / (args.atol + args.rtol * std::abs(ref[i])));
+    worst = std::max(worst, dev / (args.options.atol + args.options.rtol * std::abs(ref[i])));
     worst_abs = std::max(worst_abs, dev);
   }
 

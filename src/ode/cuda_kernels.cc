@@ -5,8 +5,8 @@
 #include <fstream>
 #include <iterator>
 #include <map>
-#include <string_view>
 #include <mutex>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -147,11 +147,10 @@ xla::ffi::Error solve_on_stream(cuda::CUstream stream, std::string_view cubins,
   if (blocks > 0x7fffffff) return failed("ensemble too large for one launch");
   void* kernel_params[] = {&a};
   const cuda::CUresult launched =
-      api->cuLaunchKernel(kernel.function, static_cast<unsigned int>(blocks), 1, 1, kernel.block,
-                          1, 1, 0, stream, kernel_params, nullptr);
+      api->cuLaunchKernel(kernel.function, static_cast<unsigned int>(blocks), 1, 1, kernel.block, 1,
+                          1, 0, stream, kernel_params, nullptr);
   if (launched != cuda::CUDA_SUCCESS) {
-    return failed("launching " + std::string(entry) + " failed: " +
-                  cuda::describe(*api, launched));
+    return failed("launching " + std::string(entry) + " failed: " + cuda::describe(*api, launched));
   }
   return xla::ffi::Error::Success();
 }

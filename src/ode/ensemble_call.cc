@@ -26,12 +26,10 @@ ffi::Error invalid(std::string msg) {
 
 }  // namespace
 
-ffi::Error fill_ensemble_args(const ModelShape& model, ffi::AnyBuffer y0, ffi::AnyBuffer params,
-                              ffi::AnyBuffer t_span, ffi::AnyBuffer weights,
-                              const SolveOptions& options, ffi::Result<ffi::AnyBuffer> ys,
-                              ffi::Result<ffi::AnyBuffer> accepted,
-                              ffi::Result<ffi::AnyBuffer> rejected,
-                              ffi::Result<ffi::AnyBuffer> status, ShoalEnsembleArgs* a) {
+ffi::Error fill_ensemble_args(const ModelShape& model, EnsembleBuffers buffers,
+                              const ShoalSolveOptions& options, ShoalEnsembleArgs* a) {
+  const ffi::AnyBuffer &y0 = buffers.y0, &params = buffers.params, &t_span = buffers.t_span,
+                       &weights = buffers.weights;
   const auto dtype = y0.element_type();
   const int bits = dtype == ffi::DataType::F64 ? 64 : dtype == ffi::DataType::F32 ? 32 : 0;
   if (bits == 0 || bits != model.dtype_bits) {
@@ -58,10 +56,10 @@ ffi::Error fill_ensemble_args(const ModelShape& model, ffi::AnyBuffer y0, ffi::A
     return invalid("t_span rows do not divide the ensemble");
   }
   const int64_t n_save = last_dim(t_span);
-  if (ys->element_count() != static_cast<size_t>(n_traj * n_save * model.n_vars)) {
+  if (buffers.ys->element_count() != static_cast<size_t>(n_traj * n_save * model.n_vars)) {
     return invalid("output buffer has the wrong size");
   }
-  for (auto* out : {&accepted, &rejected, &status}) {
+  for (auto* out : {&buffers.accepted, &buffers.rejected, &buffers.status}) {
     if ((*out)->element_count() != static_cast<size_t>(n_traj)) {
       return invalid("statistics buffer has the wrong size");
     }
@@ -77,18 +75,11 @@ ffi::Error fill_ensemble_args(const ModelShape& model, ffi::AnyBuffer y0, ffi::A
   a->params = params.untyped_data();
   a->t_span = t_span.untyped_data();
   a->weights = weights.untyped_data();
-  a->ys = ys->untyped_data();
-  a->accepted = static_cast<int32_t*>(accepted->untyped_data());
-  a->rejected = static_cast<int32_t*>(rejected->untyped_data());
-  a->status = static_cast<int32_t*>(status->untyped_data());
-  a->rtol = options.rtol;
-  a->atol = options.atol;
-  a->first_step = options.first_step;
-  a->pcoeff = options.pcoeff;
-  a->icoeff = options.icoeff;
-  a->dcoeff = options.dcoeff;
-  a->max_steps = options.max_steps;
-  a->n_error = static_cast<int32_t>(options.n_error);
+  a->ys = buffers.ys->untyped_data();
+  a->accepted = static_cast<int32_t*>(buffers.accepted->untyped_data());
+  a->rejected = static_cast<int32_t*>(buffers.rejected->untyped_data());
+  a->status = static_cast<int32_t*>(buffers.status->untyped_data());
+  a->options = options;
   return ffi::Error::Success();
 }
 

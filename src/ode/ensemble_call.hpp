@@ -1,4 +1,5 @@
-// Turning one FFI call's buffers and attributes into a ShoalEnsembleArgs, for every platform.
+// What every ODE solve handler shares, whatever the platform: its FFI signature, the decoding of
+// the options record, and the checking of one call's buffers into a ShoalEnsembleArgs.
 //
 // Leading dimensions are flattened into the ensemble axis (a vmapped solve is one call); t_span
 // rows are shared by consecutive trajectories. Every size is checked against the compiled model
@@ -6,11 +7,20 @@
 #pragma once
 
 #include <cstdint>
-#include <exception>
-#include <string>
+#include <string_view>
+#include <utility>
 
 #include "shoal/ode/ensemble.hpp"
 #include "xla/ffi/api/ffi.h"
+
+// The "options" attribute (a dictionary, shoal/ode/_options.py) decodes straight into
+// ShoalSolveOptions, member by member from the one field list in solve_options.hpp. The
+// indirection lets the list's commas separate the macro's arguments.
+#define SHOAL_STRUCT_MEMBER(type, name, value, meaning) , ::xla::ffi::StructMember<type>(#name)
+#define SHOAL_REGISTER_STRUCT_ATTR(...) XLA_FFI_REGISTER_STRUCT_ATTR_DECODING(__VA_ARGS__)
+SHOAL_REGISTER_STRUCT_ATTR(ShoalSolveOptions SHOAL_SOLVE_OPTION_FIELDS(SHOAL_STRUCT_MEMBER));
+#undef SHOAL_REGISTER_STRUCT_ATTR
+#undef SHOAL_STRUCT_MEMBER
 
 namespace shoal {
 
@@ -21,35 +31,38 @@ struct ModelShape {
   int32_t dtype_bits = 0;  // 32 or 64
 };
 
-// The solver options every handler takes as attributes.
-struct SolveOptions {
-  double rtol, atol, first_step, pcoeff, icoeff, dcoeff;
-  int64_t max_steps, n_error;
+// One call's operands and results.
+struct EnsembleBuffers {
+  xla::ffi::AnyBuffer y0, params, t_span, weights;
+  xla::ffi::Result<xla::ffi::AnyBuffer> ys, accepted, rejected, status;
 };
+
+// The operands, attributes and results of every solve handler, appended to `binding` (the bare
+// Ffi::Bind(), or one that already holds a platform context). A handler's parameters follow:
+//   (context..., y0, params, t_span, weights, model, entry, options, ys, accepted, rejected,
+//    status)
+// where `model` names the compiled model (a host library's path, or the CUDA cubins as
+// "sm_90=/a.cubin;sm_80=/b.cubin") and `entry` its entry point.
+template <class Binding>
+auto bind_ensemble_solve(Binding binding) {
+  using xla::ffi::AnyBuffer;
+  return std::move(binding)
+      .template Arg<AnyBuffer>()  // y0
+      .template Arg<AnyBuffer>()  // params
+      .template Arg<AnyBuffer>()  // t_span
+      .template Arg<AnyBuffer>()  // error_weights
+      .template Attr<std::string_view>("model")
+      .template Attr<std::string_view>("entry")
+      .template Attr<ShoalSolveOptions>("options")
+      .template Ret<AnyBuffer>()   // ys
+      .template Ret<AnyBuffer>()   // accepted
+      .template Ret<AnyBuffer>()   // rejected
+      .template Ret<AnyBuffer>();  // status
+}
 
 // Fills `a` (pointers are the buffers' own, host or device) or returns an InvalidArgument error
 // naming what does not match.
-xla::ffi::Error fill_ensemble_args(const ModelShape& model, xla::ffi::AnyBuffer y0,
-                                   xla::ffi::AnyBuffer params, xla::ffi::AnyBuffer t_span,
-                                   xla::ffi::AnyBuffer weights, const SolveOptions& options,
-                                   xla::ffi::Result<xla::ffi::AnyBuffer> ys,
-                                   xla::ffi::Result<xla::ffi::AnyBuffer> accepted,
-                                   xla::ffi::Result<xla::ffi::AnyBuffer> rejected,
-                                   xla::ffi::Result<xla::ffi::AnyBuffer> status,
-                                   ShoalEnsembleArgs* a);
-
-// Runs `body` (returning ffi::Error) so that no C++ exception crosses into XLA.
-template <class Body>
-xla::ffi::Error without_exceptions(Body&& body) {
-  try {
-    return body();
-  } catch (const std::exception& e) {
-    return xla::ffi::Error(xla::ffi::ErrorCode::kInternal,
-                           std::string("shoal.ode.solve: ") + e.what());
-  } catch (...) {
-    return xla::ffi::Error(xla::ffi::ErrorCode::kInternal,
-                           "shoal.ode.solve: unknown C++ exception");
-  }
-}
+xla::ffi::Error fill_ensemble_args(const ModelShape& model, EnsembleBuffers buffers,
+                                   const ShoalSolveOptions& options, ShoalEnsembleArgs* a);
 
 }  // namespace shoal

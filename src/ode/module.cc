@@ -54,8 +54,12 @@ NB_MODULE(_ode_ext, m) {
   m.def(
       "_solve_on_cuda_stream_for_testing",
       [](const std::string& cubins, const std::string& entry, F64 y0, F64 params, F64 t_span,
-         F64 weights, F64 ys, I32 accepted, I32 rejected, I32 status, double rtol, double atol,
-         double first_step, int64_t max_steps) {
+         F64 weights, F64 ys, I32 accepted, I32 rejected, I32 status, nb::dict kernel_options) {
+        ShoalSolveOptions options;  // the fields given override the defaults
+#define SHOAL_OPTION_FROM_DICT(type, name, value, meaning) \
+  if (kernel_options.contains(#name)) options.name = nb::cast<type>(kernel_options[#name]);
+        SHOAL_SOLVE_OPTION_FIELDS(SHOAL_OPTION_FROM_DICT)
+#undef SHOAL_OPTION_FROM_DICT
         auto fill = [&](const shoal::ModelShape& shape, ShoalEnsembleArgs* a) {
           std::memset(a, 0, sizeof(*a));
           a->n_traj = static_cast<int64_t>(y0.shape(0));
@@ -71,19 +75,16 @@ NB_MODULE(_ode_ext, m) {
           a->accepted = accepted.data();
           a->rejected = rejected.data();
           a->status = status.data();
-          a->rtol = rtol;
-          a->atol = atol;
-          a->first_step = first_step;
-          a->icoeff = 1.0;
-          a->max_steps = max_steps;
+          a->options = options;
           return xla::ffi::Error::Success();
         };
         auto* fake_stream = reinterpret_cast<shoal::cuda::CUstream>(uintptr_t{0x5700});
         xla::ffi::Error e = shoal::solve_on_stream(fake_stream, cubins, entry, fill);
         return e.failure() ? e.message() : std::string();
       },
-      "Test hook: run the CUDA launch path on host arrays through a stand-in driver; returns "
-      "'' or the error message.");
+      "Test hook: run the CUDA launch path on host arrays through a stand-in driver, with the "
+      "kernel options of a dict (SolveOptions.kernel_attributes()); returns '' or the error "
+      "message.");
   m.def("num_threads", &shoal::parallel_threads, "Threads an ensemble solve uses.");
   m.attr("abi_version") = SHOAL_ODE_ABI_VERSION;
 }

@@ -1,13 +1,13 @@
 // XLA FFI handler for ensemble ODE solves on the CPU.
 //
 // One static target serves every model: the call's attributes name the compiled model library and
-// its entry point, the buffers carry the ensemble. Leading dimensions are flattened into the
-// ensemble axis, which is how a vmapped solve (vmap_method="broadcast_all") becomes one call.
+// its entry point, the buffers carry the ensemble (signature: bind_ensemble_solve). Trajectories
+// are handed out in small chunks to the thread pool.
 #include <algorithm>
-#include <exception>
 #include <string>
 #include <string_view>
 
+#include "../common/ffi_guard.hpp"
 #include "ensemble_call.hpp"
 #include "model_registry.hpp"
 #include "ode_ffi.hpp"
@@ -19,22 +19,16 @@ namespace ffi = xla::ffi;
 namespace shoal {
 namespace {
 
-ffi::Error solve_impl(ffi::AnyBuffer y0, ffi::AnyBuffer params, ffi::AnyBuffer t_span,
-                      ffi::AnyBuffer weights, std::string_view model_path, std::string_view entry,
-                      double rtol, double atol, double first_step, double pcoeff, double icoeff,
-                      double dcoeff, int64_t max_steps, int64_t n_error,
-                      ffi::Result<ffi::AnyBuffer> ys, ffi::Result<ffi::AnyBuffer> accepted,
-                      ffi::Result<ffi::AnyBuffer> rejected, ffi::Result<ffi::AnyBuffer> status) {
+ffi::Error solve_impl(const EnsembleBuffers& buffers, std::string_view model_path,
+                      std::string_view entry, const ShoalSolveOptions& options) {
   LoadedModel model;
   std::string error;
   if (!load_model(std::string(model_path), std::string(entry), &model, &error)) {
     return ffi::Error(ffi::ErrorCode::kFailedPrecondition, error);
   }
   const ModelShape shape{model.n_vars, model.n_params, model.dtype_bits};
-  const SolveOptions options{rtol, atol, first_step, pcoeff, icoeff, dcoeff, max_steps, n_error};
   ShoalEnsembleArgs a;
-  ffi::Error filled = fill_ensemble_args(shape, y0, params, t_span, weights, options, ys,
-                                         accepted, rejected, status, &a);
+  ffi::Error filled = fill_ensemble_args(shape, buffers, options, &a);
   if (filled.failure()) return filled;
   const int64_t n_traj = a.n_traj;
   if (n_traj == 0) return ffi::Error::Success();
@@ -47,40 +41,19 @@ ffi::Error solve_impl(ffi::AnyBuffer y0, ffi::AnyBuffer params, ffi::AnyBuffer t
   return ffi::Error::Success();
 }
 
-ffi::Error solve_guarded(ffi::AnyBuffer y0, ffi::AnyBuffer params, ffi::AnyBuffer t_span,
-                         ffi::AnyBuffer weights, std::string_view model_path,
-                         std::string_view entry, double rtol, double atol, double first_step,
-                         double pcoeff, double icoeff, double dcoeff, int64_t max_steps,
-                         int64_t n_error, ffi::Result<ffi::AnyBuffer> ys,
-                         ffi::Result<ffi::AnyBuffer> accepted, ffi::Result<ffi::AnyBuffer> rejected,
-                         ffi::Result<ffi::AnyBuffer> status) {
-  return without_exceptions([&] {
-    return solve_impl(y0, params, t_span, weights, model_path, entry, rtol, atol, first_step,
-                      pcoeff, icoeff, dcoeff, max_steps, n_error, ys, accepted, rejected, status);
+ffi::Error solve(ffi::AnyBuffer y0, ffi::AnyBuffer params, ffi::AnyBuffer t_span,
+                 ffi::AnyBuffer weights, std::string_view model, std::string_view entry,
+                 ShoalSolveOptions options, ffi::Result<ffi::AnyBuffer> ys,
+                 ffi::Result<ffi::AnyBuffer> accepted, ffi::Result<ffi::AnyBuffer> rejected,
+                 ffi::Result<ffi::AnyBuffer> status) {
+  return without_exceptions("shoal.ode.solve", [&] {
+    return solve_impl({y0, params, t_span, weights, ys, accepted, rejected, status}, model, entry,
+                      options);
   });
 }
 
 }  // namespace
 }  // namespace shoal
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(ShoalOdeSolveCpu, shoal::solve_guarded,
-                              ffi::Ffi::Bind()
-                                  .Arg<ffi::AnyBuffer>()  // y0
-                                  .Arg<ffi::AnyBuffer>()  // params
-                                  .Arg<ffi::AnyBuffer>()  // t_span
-                                  .Arg<ffi::AnyBuffer>()  // error_weights
-                                  .Attr<std::string_view>("model_path")
-                                  .Attr<std::string_view>("entry")
-                                  .Attr<double>("rtol")
-                                  .Attr<double>("atol")
-                                  .Attr<double>("first_step")
-                                  .Attr<double>("pcoeff")
-                                  .Attr<double>("icoeff")
-                                  .Attr<double>("dcoeff")
-                                  .Attr<int64_t>("max_steps")
-                                  .Attr<int64_t>("n_error")
-                                  .Ret<ffi::AnyBuffer>()  // ys
-                                  .Ret<ffi::AnyBuffer>()  // accepted
-                                  .Ret<ffi::AnyBuffer>()  // rejected
-                                  .Ret<ffi::AnyBuffer>()  // status
-);
+XLA_FFI_DEFINE_HANDLER_SYMBOL(ShoalOdeSolveCpu, shoal::solve,
+                              shoal::bind_ensemble_solve(ffi::Ffi::Bind()));

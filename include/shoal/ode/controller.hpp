@@ -13,6 +13,7 @@
 
 #include "shoal/config.hpp"
 #include "shoal/math.hpp"
+#include "shoal/ode/solve_options.hpp"
 
 namespace shoal {
 namespace ode {
@@ -27,6 +28,16 @@ struct ControllerOptions {
   T safety = T(0.9);
   T factor_min = T(0.2);
   T factor_max = T(10);
+
+  SHOAL_HD static ControllerOptions from(const ShoalSolveOptions& o) {
+    ControllerOptions c;
+    c.rtol = T(o.rtol);
+    c.atol = T(o.atol);
+    c.pcoeff = T(o.pcoeff);
+    c.icoeff = T(o.icoeff);
+    c.dcoeff = T(o.dcoeff);
+    return c;
+  }
 };
 
 // Scaled RMS norm of an error estimate. `weights` may be null (all ones).

@@ -8,10 +8,11 @@
 
 #include "shoal/config.hpp"
 #include "shoal/ode/integrate.hpp"
+#include "shoal/ode/solve_options.hpp"
 
-// Bump whenever EnsembleArgs or the exported entry signatures change: the host refuses a library
-// built against a different layout instead of reading garbage.
-#define SHOAL_ODE_ABI_VERSION 2
+// Bump whenever ShoalEnsembleArgs, ShoalSolveOptions or the exported entry signatures change: the
+// host refuses a library built against a different layout instead of reading garbage.
+#define SHOAL_ODE_ABI_VERSION 3
 
 extern "C" {
 
@@ -22,15 +23,9 @@ extern "C" {
 //   t_span   (n_traj / t_span_group, n_save): trajectory m uses row m / t_span_group
 //   ys       (n_traj, n_save, n_vars)
 //   accepted, rejected, status  (n_traj,) int32
-// n_error: the error norm covers components [0, n_error) only (0 = all): a sensitivity solve
-// without sensitivity error control steps exactly as the plain solve.
 typedef struct ShoalEnsembleArgs {
   int64_t n_traj;
   int64_t t_span_group;
-  int32_t n_vars;
-  int32_t n_params;
-  int32_t n_save;
-  int32_t n_error;
   const void* y0;
   const void* params;
   const void* t_span;
@@ -39,13 +34,10 @@ typedef struct ShoalEnsembleArgs {
   int32_t* accepted;
   int32_t* rejected;
   int32_t* status;
-  double rtol;
-  double atol;
-  double first_step;
-  double pcoeff;
-  double icoeff;
-  double dcoeff;
-  int64_t max_steps;
+  ShoalSolveOptions options;
+  int32_t n_vars;
+  int32_t n_params;
+  int32_t n_save;
 } ShoalEnsembleArgs;
 
 }  // extern "C"
@@ -53,21 +45,7 @@ typedef struct ShoalEnsembleArgs {
 namespace shoal {
 namespace ode {
 
-template <class T>
-SHOAL_HD IntegrateOptions<T> options_from(const ShoalEnsembleArgs& a) {
-  IntegrateOptions<T> o;
-  o.controller.rtol = T(a.rtol);
-  o.controller.atol = T(a.atol);
-  o.controller.pcoeff = T(a.pcoeff);
-  o.controller.icoeff = T(a.icoeff);
-  o.controller.dcoeff = T(a.dcoeff);
-  o.first_step = T(a.first_step);
-  o.max_steps = a.max_steps;
-  o.error_components = a.n_error;
-  return o;
-}
-
-// Solves trajectories [begin, end) of the ensemble described by `a`.
+// Solves trajectory m of the ensemble described by `a`.
 template <template <class, class> class Stepper, class Model, class T>
 SHOAL_HD void solve_one(const ShoalEnsembleArgs& a, const IntegrateOptions<T>& opt, int64_t m) {
   constexpr int n = Model::n_vars;
@@ -83,9 +61,10 @@ SHOAL_HD void solve_one(const ShoalEnsembleArgs& a, const IntegrateOptions<T>& o
   a.rejected[m] = stats.rejected;
 }
 
+// Solves trajectories [begin, end) of the ensemble described by `a`.
 template <template <class, class> class Stepper, class Model, class T>
 void solve_range(const ShoalEnsembleArgs& a, int64_t begin, int64_t end) {
-  const IntegrateOptions<T> opt = options_from<T>(a);
+  const auto opt = IntegrateOptions<T>::from(a.options);
   for (int64_t m = begin; m < end; ++m) solve_one<Stepper, Model, T>(a, opt, m);
 }
 

@@ -1,5 +1,6 @@
 // Host-only conveniences for using the ensemble API from C++: filling a ShoalEnsembleArgs from
-// buffers and options, and spreading solve_range over std::threads.
+// buffers and options (ShoalSolveOptions, solve_options.hpp), and spreading solve_range over
+// std::threads.
 //
 // Not for device code (it uses std::thread); the Python runtime has its own dynamic scheduler.
 // Trajectories are independent, so any split gives bit-identical results.
@@ -16,22 +17,12 @@
 namespace shoal {
 namespace ode {
 
-struct EnsembleOptions {
-  double rtol = 1e-8;
-  double atol = 1e-8;
-  double first_step = -1;  // ≤ 0: 1e-6 of the interval
-  double pcoeff = 0.0;     // PID gains: the default is the integral controller
-  double icoeff = 1.0;
-  double dcoeff = 0.0;
-  int64_t max_steps = 100000;
-};
-
 // Buffers in ShoalEnsembleArgs' layouts (ensemble.hpp); one t_span row shared by every
 // trajectory, all error weights one.
 template <class Model, class T>
 ShoalEnsembleArgs ensemble_args(int64_t n_traj, int n_save, const T* y0, const T* params,
                                 const T* t_span, T* ys, int32_t* accepted, int32_t* rejected,
-                                int32_t* status, const EnsembleOptions& opt = {}) {
+                                int32_t* status, const ShoalSolveOptions& options = {}) {
   ShoalEnsembleArgs a{};
   a.n_traj = n_traj;
   a.t_span_group = n_traj > 0 ? n_traj : 1;
@@ -46,13 +37,7 @@ ShoalEnsembleArgs ensemble_args(int64_t n_traj, int n_save, const T* y0, const T
   a.accepted = accepted;
   a.rejected = rejected;
   a.status = status;
-  a.rtol = opt.rtol;
-  a.atol = opt.atol;
-  a.first_step = opt.first_step;
-  a.pcoeff = opt.pcoeff;
-  a.icoeff = opt.icoeff;
-  a.dcoeff = opt.dcoeff;
-  a.max_steps = opt.max_steps;
+  a.options = options;
   return a;
 }
 

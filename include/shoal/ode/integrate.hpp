@@ -1,6 +1,6 @@
 // The per-trajectory adaptive loop: steps, saves by dense output, and the trajectory's status.
 //
-// The stepper (Tsit5, later Rodas5P) supplies init/step/accept/interpolate and its error order;
+// The stepper (Tsit5, Rodas5P) supplies init/step/accept/interpolate and its error order;
 // everything about time stepping lives here once. Saves never constrain the step: every save time
 // inside an accepted step is filled from the stepper's continuous extension, and the final step is
 // clamped so it lands exactly on t_span[n_save-1].
@@ -9,6 +9,7 @@
 #include "shoal/config.hpp"
 #include "shoal/math.hpp"
 #include "shoal/ode/controller.hpp"
+#include "shoal/ode/solve_options.hpp"
 #include "shoal/ode/status.hpp"
 
 namespace shoal {
@@ -20,6 +21,16 @@ struct IntegrateOptions {
   T first_step;              // ≤ 0 or non-finite: 1e-6 · (t_final − t_0)
   int64_t max_steps;         // attempts (accepted + rejected)
   int error_components = 0;  // the norm covers components [0, this) only; 0 = all
+
+  // The run-time options in the solve's precision (once per ensemble slice, not per step).
+  SHOAL_HD static IntegrateOptions from(const ShoalSolveOptions& o) {
+    IntegrateOptions opt;
+    opt.controller = ControllerOptions<T>::from(o);
+    opt.first_step = T(o.first_step);
+    opt.max_steps = o.max_steps;
+    opt.error_components = static_cast<int>(o.error_components);
+    return opt;
+  }
 };
 
 struct IntegrateStats {

@@ -1,12 +1,9 @@
 // Rodas5P (Steinebach 2023): an 8-stage, order-5, stiffly accurate Rosenbrock method with an
 // embedded order-4 solution and a 3-vector continuous extension of order 4.
 //
-// Written in the transformed form (Hairer-Wanner IV.7) that needs no matrix-vector products with J:
-//   M = I/(hγ) − J,   u_i = y + Σ_{j<i} a_ij k_j,
-//   M k_i = f(u_i, t + c_i h) + h d_i ∂f/∂t + Σ_{j<i} (C_ij / h) k_j,
-// with y_new = u_8 + k_8 (stiffly accurate: the solution is the last stage's point plus its
-// increment) and error estimate k_8. One Jacobian, one ∂f/∂t and ONE factorisation of M serve all
-// eight stage solves; the d_i terms keep full order on non-autonomous problems.
+// A tableau (data) for the Rosenbrock engine (rosenbrock.hpp), which runs it in the transformed
+// form with one Jacobian, one ∂f/∂t and ONE factorisation of M = I/(hγ) − J per step; the d_i
+// terms keep full order on non-autonomous problems.
 //
 // Order 5 needs the exact Jacobian: with an arbitrary approximation only W-order 2 remains
 // (tests/cpp/test_rodas5p_tableau.cc checks both). An fp32 factorisation perturbs M at float
@@ -20,12 +17,16 @@
 
 #include "shoal/config.hpp"
 #include "shoal/ode/iteration_matrix.hpp"
+#include "shoal/ode/rosenbrock.hpp"
 
 namespace shoal {
 namespace ode {
 
 struct Rodas5PTableau {
   static constexpr int stages = 8;
+  static constexpr bool stiffly_accurate = true;
+  static constexpr int error_order = 5;  // embedded order 4: local error estimate O(h^5)
+  static constexpr int dense_rows = 3;
   static constexpr double gamma = 0.21193756319429014;
   // a[i][j], j < i (stage inputs).
   SHOAL_HD static double a(int i, int j) {
@@ -98,75 +99,14 @@ struct Rodas5PTableau {
   }
 };
 
-// One trajectory's Rodas5P working storage and step. Matrix<Model> is the iteration-matrix policy
-// (DenseIterationMatrix, or a generated sparse one), which fixes the factorisation's precision.
+// Rodas5P over an iteration-matrix policy Matrix<Model> (DenseIterationMatrix, or a generated
+// sparse one), which fixes the factorisation's precision.
 template <template <class> class Matrix>
 struct Rodas5PUsing {
   template <class Model, class T>
-  struct Stepper {
-    using Tab = Rodas5PTableau;
-    static constexpr int n = Model::n_vars;
-    static constexpr int error_order = 5;  // embedded order 4: local error estimate O(h^5)
-
-    Matrix<Model> M;
-    T k[Tab::stages][n];
-    T dense[3][n];
-    T y_end[n];
-
-    SHOAL_HD void init(const T*, T, const T*) {}
-
-    SHOAL_HD void step(const T* y, T t, T h, const T* p, T* y_new, T* err) {
-      T f0[n], ft[n], u[n], rhs[n];
-      // The Jacobian is taken afresh at (t, y) on every attempt, so a rejected step's retry sees
-      // exactly what a first attempt would.
-      M.assemble(y, t, p, T(1) / (h * T(Tab::gamma)), f0, ft);
-
-      for (int i = 0; i < n; ++i) rhs[i] = f0[i] + h * T(Tab::d(0)) * ft[i];
-      M.solve(rhs);
-      for (int i = 0; i < n; ++i) k[0][i] = rhs[i];
-
-      const T inv_h = T(1) / h;
-      for (int s = 1; s < Tab::stages; ++s) {
-        for (int i = 0; i < n; ++i) {
-          T acc = y[i];
-          for (int j = 0; j < s; ++j) acc += T(Tab::a(s, j)) * k[j][i];
-          u[i] = acc;
-        }
-        Model::template rhs<T>(u, t + T(Tab::c(s)) * h, p, rhs);
-        for (int i = 0; i < n; ++i) {
-          T acc = T(0);
-          for (int j = 0; j < s; ++j) acc += T(Tab::C(s, j)) * k[j][i];
-          rhs[i] += h * T(Tab::d(s)) * ft[i] + inv_h * acc;
-        }
-        M.solve(rhs);
-        for (int i = 0; i < n; ++i) k[s][i] = rhs[i];
-      }
-      for (int i = 0; i < n; ++i) {
-        y_new[i] = u[i] + k[Tab::stages - 1][i];
-        y_end[i] = y_new[i];
-        err[i] = k[Tab::stages - 1][i];
-      }
-      for (int r = 0; r < 3; ++r) {
-        for (int i = 0; i < n; ++i) {
-          T acc = T(0);
-          for (int s = 0; s < Tab::stages; ++s) acc += T(Tab::h(r, s)) * k[s][i];
-          dense[r][i] = acc;
-        }
-      }
-    }
-
-    SHOAL_HD void accept() {}
-
-    // Dense output inside the last attempted step, from its start y (θ in [0, 1]).
-    SHOAL_HD void interpolate(const T* y, T, T theta, T* out) const {
-      const T one_minus = T(1) - theta;
-      for (int i = 0; i < n; ++i) {
-        out[i] = one_minus * y[i] +
-                 theta * (y_end[i] +
-                          one_minus * (dense[0][i] + theta * (dense[1][i] + theta * dense[2][i])));
-      }
-    }
-  };
+  using Stepper =
+      typename Rosenbrock<Rodas5PTableau,
+                          StateSystem<Matrix>::template Type>::template Stepper<Model, T>;
 };
 
 // Rodas5P factorising in the state's precision, and with the factorisation's precision fixed

@@ -9,50 +9,45 @@ reverse mode (grad, vjp, jacrev) without any adjoint solve.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.custom_derivatives import SymbolicZero
 
-from shoal.ode import _primitive
+from shoal.ode import _codegen, _primitive
+from shoal.ode._build import ModelBuild
+from shoal.ode._kernel_source import Variant
+from shoal.ode._options import SolveOptions
 
 
 @dataclass(frozen=True)
-class SolveConfig:
-    """Static options of one solve (hashable: it keys jit caches)."""
+class EnsembleProblem:
+    """The static half of one solve: the generated model and the options (hashable: it keys
+    jit caches). ``options.sparsity`` is resolved (None or a SparsityPattern)."""
 
-    f: Any
-    n_vars: int
-    n_params: int
-    dtype: str
-    stepper: str
-    rtol: float
-    atol: float
-    first_step: float
-    pcoeff: float
-    icoeff: float
-    dcoeff: float
-    max_steps: int
-    sens_error_control: bool
-    sparse: tuple[str, int, bytes] | None = None  # (ordering, n, pattern bytes)
+    model: _codegen.GeneratedModel
+    options: SolveOptions
 
-    def run(self, y0, params, t_span, weights, sens=None, n_error=0):
-        variant = _primitive.Variant(self.stepper, sens, self.sparse)
-        model = _primitive.generated_model(self.f, self.n_vars, self.n_params, self.dtype)
-        return _primitive.ensemble_solve(
-            y0, params, t_span, weights, build=_primitive.ModelBuild(model, variant),
-            rtol=self.rtol,
-            atol=self.atol,
-            first_step=self.first_step, pcoeff=self.pcoeff, icoeff=self.icoeff,
-            dcoeff=self.dcoeff, max_steps=self.max_steps, n_error=n_error)
+    @property
+    def n_vars(self) -> int:
+        return self.model.n_vars
+
+    @property
+    def n_params(self) -> int:
+        return self.model.n_params
+
+    def run(self, y0, params, t_span, weights, sens=None, error_components=0):
+        o = self.options
+        variant = Variant.of(o.method, o.lu_precision, o.sparsity, o.ordering, sens)
+        return _primitive.ensemble_solve(y0, params, t_span, weights,
+                                         build=ModelBuild(self.model, variant), options=o,
+                                         error_components=error_components)
 
 
-def _joint_solve(cfg: SolveConfig, sens, n_error, z0, params, t_span, weights):
-    return cfg.run(z0, params, t_span, weights, sens=sens, n_error=n_error)
+def _joint_solve(problem: EnsembleProblem, sens, error_components, z0, params, t_span, weights):
+    return problem.run(z0, params, t_span, weights, sens=sens, error_components=error_components)
 
 
 # The joint [y, S] solve has no derivative rule of its own: differentiating it would be second
@@ -62,7 +57,7 @@ joint_solve = jax.custom_jvp(_joint_solve, nondiff_argnums=(0, 1, 2))
 
 
 @joint_solve.defjvp
-def _joint_solve_jvp(cfg, sens, n_error, primals, tangents):
+def _joint_solve_jvp(problem, sens, error_components, primals, tangents):
     raise NotImplementedError(
         "shoal.ode.solve supports first-order derivatives (jvp, grad, jacfwd, jacrev); "
         "second-order ones (jax.hessian, or differentiating a gradient) are not implemented")
@@ -72,14 +67,14 @@ def _is_zero(t) -> bool:
     return isinstance(t, SymbolicZero)
 
 
-def _solve_ensemble(cfg: SolveConfig, y0, params, t_span, weights):
-    return cfg.run(y0, params, t_span, weights)
+def _solve_ensemble(problem: EnsembleProblem, y0, params, t_span, weights):
+    return problem.run(y0, params, t_span, weights)
 
 
 solve_ensemble = jax.custom_jvp(_solve_ensemble, nondiff_argnums=(0,))
 
 
-def _solve_ensemble_jvp(cfg: SolveConfig, primals, tangents):
+def _solve_ensemble_jvp(problem: EnsembleProblem, primals, tangents):
     y0, params, t_span, weights = primals
     dy0, dparams, dt_span, _ = tangents  # error weights only select steps: no derivative
     if not _is_zero(dt_span):
@@ -87,9 +82,9 @@ def _solve_ensemble_jvp(cfg: SolveConfig, primals, tangents):
             "differentiating shoal.ode.solve with respect to t_span is not supported; "
             "only y0 and params are differentiable")
     with_y0 = not _is_zero(dy0)
-    with_p = not _is_zero(dparams) and cfg.n_params > 0
+    with_p = not _is_zero(dparams) and problem.n_params > 0
     if not (with_y0 or with_p):
-        out = cfg.run(y0, params, t_span, weights)
+        out = problem.run(y0, params, t_span, weights)
         return out, _zero_tangents(out)
 
     n_traj, n = y0.shape
@@ -99,15 +94,17 @@ def _solve_ensemble_jvp(cfg: SolveConfig, primals, tangents):
                                        (n_traj, n * n)))
         dtheta.append(dy0)
     if with_p:
-        blocks.append(jnp.zeros((n_traj, n * cfg.n_params), y0.dtype))
+        blocks.append(jnp.zeros((n_traj, n * problem.n_params), y0.dtype))
         dtheta.append(dparams)
     z0 = jnp.concatenate(blocks, axis=1)
-    m = (n if with_y0 else 0) + (cfg.n_params if with_p else 0)
+    m = (n if with_y0 else 0) + (problem.n_params if with_p else 0)
     # A sensitivity component is weighted like its state component (0 still drops it).
     joint_weights = jnp.tile(weights, (1, 1 + m))
-    n_error = 0 if cfg.sens_error_control else n
-    ys_joint, accepted, rejected, status = joint_solve(cfg, (with_y0, with_p), n_error, z0,
-                                                       params, t_span, joint_weights)
+    # Without sensitivity error control the norm covers the state alone, so the joint solve
+    # takes the plain solve's steps.
+    error_components = 0 if problem.options.sens_error_control else n
+    ys_joint, accepted, rejected, status = joint_solve(
+        problem, (with_y0, with_p), error_components, z0, params, t_span, joint_weights)
     n_save = ys_joint.shape[1]
     ys = ys_joint[..., :n]
     S = ys_joint[..., n:].reshape(n_traj, n_save, m, n)
@@ -124,18 +121,3 @@ def _zero_tangents(out):
 
 
 solve_ensemble.defjvp(_solve_ensemble_jvp, symbolic_zeros=True)
-
-
-@functools.partial(jax.jit, static_argnames=("cfg", "n_traj"))
-def run(y0, params, t_span, weights, *, cfg: SolveConfig, n_traj: int):
-    """Broadcast the inputs to the ensemble and solve; one jitted dispatch when called eagerly.
-
-    y0 (n,) or (N|1, n), params (n_p,) or (N|1, n_p), weights None, (n,) or (N|1, n).
-    """
-
-    def ensemble(x):  # explicit rows, since the trailing size may be 0
-        rows = x.shape[0] if x.ndim == 2 else 1
-        return jnp.broadcast_to(x.reshape(rows, x.shape[-1]), (n_traj, x.shape[-1]))
-
-    weights = jnp.ones((n_traj, cfg.n_vars), y0.dtype) if weights is None else ensemble(weights)
-    return solve_ensemble(cfg, ensemble(y0), ensemble(params), t_span, weights)

@@ -1,0 +1,34 @@
+// The run-time options of an ensemble solve: one record from Python to the kernels.
+//
+// shoal/ode/_options.py (SolveOptions.kernel_attributes) lowers these fields as ONE dictionary
+// attribute, "options"; the host handlers decode it straight into ShoalSolveOptions (XLA's struct
+// attribute decoding, generated from the list below in src/ode/ensemble_call.hpp) and embed it in
+// the argument block every kernel reads (ensemble.hpp). Nothing else spells an option's name, so
+// adding one is a line here, a field in the Python record, and the code that uses it.
+//
+// Stored in double / int64 whatever the solve's precision: the ABI is the same for float and
+// double models, and the kernel converts once per ensemble slice (IntegrateOptions::from).
+#pragma once
+
+#include "shoal/config.hpp"
+
+// X(type, name, default, meaning)
+#define SHOAL_SOLVE_OPTION_FIELDS(X)                                                  \
+  X(double, rtol, 1e-8, "relative tolerance")                                         \
+  X(double, atol, 1e-8, "absolute tolerance")                                         \
+  X(double, first_step, -1.0, "initial step; <= 0: 1e-6 of the interval")             \
+  X(double, pcoeff, 0.0, "PID proportional gain")                                     \
+  X(double, icoeff, 1.0, "PID integral gain")                                         \
+  X(double, dcoeff, 0.0, "PID derivative gain")                                       \
+  X(int64_t, max_steps, 100000, "step attempts (accepted + rejected) per trajectory") \
+  X(int64_t, error_components, 0, "the error norm covers components [0, this) only; 0 = all")
+
+extern "C" {
+
+#define SHOAL_SOLVE_OPTION_MEMBER(type, name, value, meaning) type name = value;
+typedef struct ShoalSolveOptions {
+  SHOAL_SOLVE_OPTION_FIELDS(SHOAL_SOLVE_OPTION_MEMBER)
+} ShoalSolveOptions;
+#undef SHOAL_SOLVE_OPTION_MEMBER
+
+}  // extern "C"

@@ -1,0 +1,79 @@
+"""Compiling what one solve runs, for the platform a call is lowered for.
+
+A :class:`ModelBuild` (generated model + variant) travels in the primitive's parameters; it is
+compiled only at lowering: a host shared library on CPU (``shoal._jit``, loaded into the
+extension at once), one cubin per device architecture on CUDA (``shoal._nvrtc``). Both go through
+the disk cache, and each is built once per process.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+
+import jax
+
+from shoal import _jit
+from shoal.ode import _codegen, _ode_ext
+from shoal.ode._kernel_source import Variant, library_source
+
+
+@dataclass(frozen=True, eq=True)
+class ModelBuild:
+    """What to compile for one solve: a generated model and the variant solving it.
+
+    A primitive parameter: hashable, compared by value, and printed briefly in jaxprs.
+    """
+
+    model: _codegen.GeneratedModel
+    variant: Variant
+
+    def __repr__(self) -> str:
+        return (f"ModelBuild({self.variant.entry}, n_vars={self.model.n_vars}, "
+                f"n_params={self.model.n_params}, {self.model.dtype.name})")
+
+
+@functools.lru_cache(maxsize=512)
+def host_library(build: ModelBuild) -> str:
+    """Path of the loaded host library for ``build`` (compiled through the disk cache)."""
+    path = str(_jit.compile_library(library_source(build.model, build.variant, "cpu")))
+    _ode_ext.load_model(path, build.variant.entry)
+    return path
+
+
+@functools.lru_cache(maxsize=512)
+def device_cubins(build: ModelBuild, archs: tuple[str, ...]) -> str:
+    """``"sm_90=/path;..."``: the cached cubin of ``build`` for each architecture."""
+    from shoal import _nvrtc
+
+    source = library_source(build.model, build.variant, "cuda")
+    return ";".join(f"{arch}={_nvrtc.compile_cubin(source, arch)}" for arch in archs)
+
+
+def cuda_architectures() -> tuple[str, ...]:
+    """The architectures (``sm_XY``) to compile cubins for: ``$SHOAL_CUDA_ARCHS`` if set (a comma
+    list, e.g. to export for CUDA from a machine without a GPU), else those of the local CUDA
+    devices."""
+    from shoal import _nvrtc
+
+    if os.environ.get("SHOAL_CUDA_ARCHS"):
+        return tuple(sorted({a.strip() for a in os.environ["SHOAL_CUDA_ARCHS"].split(",")
+                             if a.strip()}))
+    try:
+        devices = jax.devices("cuda")
+    except RuntimeError as exc:
+        raise RuntimeError(
+            "shoal.ode.solve was lowered for CUDA, but JAX sees no CUDA device to compile for "
+            f"({exc}); set SHOAL_CUDA_ARCHS=sm_90 (say) to compile without one") from exc
+    archs = set()
+    for device in devices:
+        capability = getattr(device, "compute_capability", None)
+        if capability is None:  # ask the driver instead
+            archs.update(a for a in _ode_ext.cuda_device_architectures().split(",") if a)
+            break
+        archs.add(_nvrtc.arch_name(capability))
+    if not archs:
+        raise RuntimeError("shoal cannot read the compute capability of the CUDA devices "
+                           f"{devices}; set SHOAL_CUDA_ARCHS=sm_90 (say)")
+    return tuple(sorted(archs))

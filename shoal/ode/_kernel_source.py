@@ -1,0 +1,166 @@
+"""The C++ translation units shoal compiles: a model plus the stepper that solves it.
+
+A :class:`Variant` says what one compiled entry point integrates (method, LU precision, the
+sensitivity columns of a joint solve, the sparse solver); :func:`library_source` assembles the
+translation unit of (model, variant) for a platform, and :func:`sparsity_tracer_source` the one
+that reads a model's structural Jacobian pattern.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+
+from shoal.ode import _codegen, _sparse
+from shoal.ode._options import LuPrecision, Method, Ordering, SparsityPattern
+
+
+@dataclass(frozen=True)
+class Variant:
+    """What one compiled entry point integrates.
+
+    sens = (with_y0, with_params) selects the joint system [y, S] with those columns; a sparsity
+    pattern replaces Rodas5P's dense LU by the sparse direct solver compiled for it.
+    """
+
+    method: Method
+    lu_precision: LuPrecision = LuPrecision.FP64
+    sens: tuple[bool, bool] | None = None
+    sparsity: SparsityPattern | None = None
+    ordering: Ordering = Ordering.AMD
+
+    @classmethod
+    def of(cls, method: Method, lu_precision: LuPrecision, sparsity: SparsityPattern | None,
+           ordering: Ordering, sens: tuple[bool, bool] | None = None) -> Variant:
+        """The variant for these options, with what the method ignores left out (Tsit5 has no
+        LU), so equal kernels are one compiled library."""
+        if method is Method.TSIT5:
+            return cls(method, sens=sens)
+        if sparsity is None:
+            return cls(method, lu_precision, sens)
+        return cls(method, lu_precision, sens, sparsity, ordering)
+
+    @property
+    def sparse(self) -> bool:
+        return self.sparsity is not None
+
+    @property
+    def entry(self) -> str:
+        name = f"shoal_ode_{self.method.value}"
+        if self.method is Method.RODAS5P:
+            name += f"_lu{self.lu_precision.value[2:]}"
+        if self.sens is not None:
+            name += f"_sens{'_y0' if self.sens[0] else ''}{'_p' if self.sens[1] else ''}"
+        if self.sparse:
+            name += "_sparse"
+        return name
+
+
+@functools.lru_cache(maxsize=64)
+def sparse_structure(pattern: SparsityPattern, ordering: Ordering) -> _sparse.SparseStructure:
+    """The sparse solver's analysis of a pattern (ordering, symbolic factorisation, colouring)."""
+    return _sparse.analyze(pattern.mask, ordering.value)
+
+
+def _stepper_source(variant: Variant) -> tuple[list[str], str, str]:
+    """(includes and helper definitions, stepper type, model type) for a variant."""
+    lines = ['#include "shoal/ode/ensemble.hpp"']
+    model_type = "shoal_generated::Model"
+    if variant.sens is not None:
+        flags = ", ".join("true" if x else "false" for x in variant.sens)
+        model_type = f"shoal::ode::Sensitivity<shoal_generated::Model, {flags}>"
+        lines.append('#include "shoal/ode/sensitivity.hpp"')
+    if variant.method is Method.TSIT5:
+        lines.append('#include "shoal/ode/tsit5.hpp"')
+        return lines, "shoal::ode::Tsit5", model_type
+    lu = variant.lu_precision.ctype
+    matrix = f"shoal::ode::DenseMatrixOf<{lu}>::Type"
+    if variant.sparse:
+        structure = sparse_structure(variant.sparsity, variant.ordering)
+        lines += [
+            '#include "shoal/ode/sparse_iteration_matrix.hpp"',
+            structure.emit_cpp("ShoalSparseStructure"),
+            "template <class M>",
+            "using ShoalSparseMatrix = "
+            f"shoal::ode::SparseIterationMatrix<M, ShoalSparseStructure, {lu}>;",
+        ]
+        matrix = "ShoalSparseMatrix"
+    if variant.sens is not None:
+        lines.append('#include "shoal/ode/rodas5p_sensitivity.hpp"')
+        return lines, f"shoal::ode::Rodas5PSensitivityUsing<{matrix}>::Stepper", model_type
+    lines.append('#include "shoal/ode/rodas5p.hpp"')
+    return lines, f"shoal::ode::Rodas5PUsing<{matrix}>::Stepper", model_type
+
+
+def library_source(model: _codegen.GeneratedModel, variant: Variant,
+                   platform: str = "cpu") -> str:
+    """The complete translation unit for one (model, dtype, variant) on ``platform``.
+
+    cpu: a shared library exporting ``entry(args, begin, end)`` over a range of trajectories.
+    cuda: a cubin whose ``__global__`` kernel ``entry(args)`` solves one trajectory per thread,
+    with ``shoal_model_info`` = {ABI version, n_vars, n_params, bits} for the handler to check.
+    """
+    ctype = "double" if model.dtype == np.float64 else "float"
+    bits = 64 if model.dtype == np.float64 else 32
+    includes, stepper_type, model_type = _stepper_source(variant)
+    lines = [model.source, *includes, "", f"using ShoalSolvedModel = {model_type};"]
+    if platform == "cuda":
+        return "\n".join([
+            *lines,
+            'extern "C" __device__ const char shoal_cache_key[] = SHOAL_CACHE_KEY;',
+            'extern "C" __device__ const int32_t shoal_model_info[4] = {',
+            "    SHOAL_ODE_ABI_VERSION, ShoalSolvedModel::n_vars, ShoalSolvedModel::n_params, "
+            f"{bits}}};",
+            f'extern "C" __global__ void {variant.entry}(ShoalEnsembleArgs a) {{',
+            "  const int64_t m = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;",
+            "  if (m >= a.n_traj) return;",
+            f"  const auto opt = shoal::ode::IntegrateOptions<{ctype}>::from(a.options);",
+            f"  shoal::ode::solve_one<{stepper_type}, ShoalSolvedModel, {ctype}>(a, opt, m);",
+            "}",
+            "",
+        ])
+    if platform != "cpu":
+        raise ValueError(f"no shoal ODE backend for platform {platform!r}")
+    return "\n".join([
+        *lines,
+        _HOST_EXPORT,
+        "SHOAL_EXPORT const char shoal_cache_key[] = SHOAL_CACHE_KEY;",
+        "SHOAL_EXPORT int32_t shoal_abi_version() { return SHOAL_ODE_ABI_VERSION; }",
+        "SHOAL_EXPORT void shoal_model_info(int32_t* n_vars, int32_t* n_params, int32_t* bits) {",
+        "  *n_vars = ShoalSolvedModel::n_vars;",
+        "  *n_params = ShoalSolvedModel::n_params;",
+        f"  *bits = {bits};",
+        "}",
+        f"SHOAL_EXPORT void {variant.entry}(const ShoalEnsembleArgs* a, int64_t begin, "
+        "int64_t end) {",
+        f"  shoal::ode::solve_range<{stepper_type}, ShoalSolvedModel, {ctype}>(*a, begin, end);",
+        "}",
+        "",
+    ])
+
+
+_HOST_EXPORT = '#define SHOAL_EXPORT extern "C" __attribute__((visibility("default"), used))'
+
+
+def sparsity_tracer_source(model: _codegen.GeneratedModel) -> str:
+    """A host library exporting ``shoal_sparsity_pattern(out)``: out[i*n + j] = f_i depends on
+    y_j, from the model run on dependency tracers."""
+    return "\n".join([
+        model.source,
+        '#include "shoal/ad/sparsity_tracer.hpp"',
+        _HOST_EXPORT,
+        "SHOAL_EXPORT const char shoal_cache_key[] = SHOAL_CACHE_KEY;",
+        "SHOAL_EXPORT void shoal_sparsity_pattern(unsigned char* out) {",
+        "  using M = shoal_generated::Model;",
+        "  constexpr int n = M::n_vars;",
+        "  using Tr = shoal::ad::Tracer<(n + 63) / 64>;",
+        "  Tr y[n], dy[n], p[M::n_params > 0 ? M::n_params : 1];",
+        "  for (int j = 0; j < n; ++j) y[j] = Tr::variable(j);",
+        "  M::rhs<Tr>(y, Tr(), p, dy);",
+        "  for (int i = 0; i < n; ++i)",
+        "    for (int j = 0; j < n; ++j) out[i * n + j] = dy[i].depends_on(j) ? 1 : 0;",
+        "}",
+        "",
+    ])

@@ -1,0 +1,76 @@
+"""A user's ``f`` as a model: traced once per signature, and what is derived from that trace.
+
+Like ``jax.jit``, ``f`` is traced once per (function, n_vars, n_params, dtype): it is keyed by
+identity, so rebinding a global it reads is not seen afterwards. The structural Jacobian pattern
+(``sparsity="auto"``) comes from the same generated model, compiled once more with
+``shoal::ad::Tracer`` as its scalar: each state variable enters as the set {j}, every operation
+returns the union of its operands' sets, and both branches of every select count, so ``f_i``
+depending on ``y_j`` at all — whatever the numbers — puts (i, j) in the pattern, a superset of
+every numerically nonzero Jacobian entry.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import weakref
+
+import numpy as np
+
+from shoal import _jit
+from shoal.ode import _codegen, _kernel_source
+from shoal.ode._options import SparsityPattern
+from shoal.ode._sparse import normalize_pattern
+
+# f -> {(n_vars, n_params, dtype): GeneratedModel}
+_traced: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def generated_model(f, n_vars: int, n_params: int, dtype) -> _codegen.GeneratedModel:
+    """The C++ model generated from ``f`` for these sizes and dtype (traced once per signature)."""
+    signature = (n_vars, n_params, np.dtype(dtype).name)
+    try:
+        per_f = _traced.setdefault(f, {})
+    except TypeError:  # not weak-referenceable: trace every time
+        per_f = {}
+    if signature not in per_f:
+        per_f[signature] = _codegen.generate_model(f, n_vars, n_params, dtype)
+    return per_f[signature]
+
+
+@functools.lru_cache(maxsize=256)
+def structural_pattern(model: _codegen.GeneratedModel) -> np.ndarray:
+    """Boolean (n, n), read-only: entry (i, j) when f_i structurally depends on y_j."""
+    n = model.n_vars
+    lib = ctypes.CDLL(str(_jit.compile_library(_kernel_source.sparsity_tracer_source(model))))
+    out = (ctypes.c_ubyte * (n * n))()
+    lib.shoal_sparsity_pattern(out)
+    pattern = np.frombuffer(bytes(out), dtype=np.uint8).reshape(n, n).astype(bool)
+    pattern.setflags(write=False)
+    return pattern
+
+
+def detect_pattern(f, n_vars: int, n_params: int, dtype) -> np.ndarray:
+    """Boolean (n, n): entry (i, j) when f_i structurally depends on y_j."""
+    return structural_pattern(generated_model(f, n_vars, n_params, dtype)).copy()
+
+
+def resolve_sparsity(model: _codegen.GeneratedModel, sparsity) -> SparsityPattern | None:
+    """The pattern to compile: None (dense), the detected one ("auto"), or the user's, checked to
+    cover every structural nonzero of f."""
+    if sparsity is None or isinstance(sparsity, SparsityPattern):
+        return sparsity
+    n = model.n_vars
+    detected = structural_pattern(model) | np.eye(n, dtype=bool)
+    if isinstance(sparsity, str):  # "auto" (the record has checked the spelling)
+        return SparsityPattern(detected)
+    pattern = normalize_pattern(sparsity, n)
+    missing = np.argwhere(detected & ~pattern)
+    if missing.size:
+        shown = ", ".join(f"({i}, {j})" for i, j in missing[:10])
+        more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
+        raise ValueError(
+            f"sparsity misses {len(missing)} structural nonzero(s) of the Jacobian of f: "
+            f"(row, col) = {shown}{more}; f_i depends on y_j there. Add them, or pass "
+            "sparsity='auto'")
+    return SparsityPattern(pattern)

@@ -1,0 +1,222 @@
+"""The options of one ``shoal.ode.solve``: one frozen, validated, hashable record.
+
+``SolveOptions`` is built once from ``solve``'s keyword arguments (its fields are those
+keywords, with their defaults and documentation: ``solve``'s signature and docstring are made
+from it). Everything downstream reads the record: the choice of compiled kernel (method, LU
+precision, sparse solver) and the run-time options, which reach the kernel as ONE dictionary
+attribute (:meth:`SolveOptions.kernel_attributes`) decoded into the C++ struct
+``ShoalSolveOptions`` (``include/shoal/ode/solve_options.hpp``; the two field lists are held equal
+by a test).
+
+Adding an option: a field here (default, check, documentation, and ``kernel=...`` if the kernel
+reads it), a line in ``SHOAL_SOLVE_OPTION_FIELDS`` if it does, the code that uses it, its test.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+import numbers
+from typing import Any
+
+import jax
+import numpy as np
+
+
+class Method(str, enum.Enum):
+    """The integration method."""
+
+    TSIT5 = "tsit5"
+    RODAS5P = "rodas5p"
+
+
+class LuPrecision(str, enum.Enum):
+    """Rodas5P: the precision of the factorisation of ``I/(hγ) − J``."""
+
+    FP64 = "fp64"
+    FP32 = "fp32"
+
+    @property
+    def ctype(self) -> str:
+        return "double" if self is LuPrecision.FP64 else "float"
+
+
+class Ordering(str, enum.Enum):
+    """The sparse solver's fill-reducing symmetric permutation."""
+
+    AMD = "amd"
+    NATURAL = "natural"
+
+
+class SparsityPattern:
+    """A Jacobian pattern as an immutable ``(n, n)`` bool array, hashed and compared by value."""
+
+    __slots__ = ("mask", "_hash")
+
+    def __init__(self, mask):
+        mask = np.array(mask, dtype=bool)
+        if mask.ndim != 2 or mask.shape[0] != mask.shape[1]:
+            raise ValueError(f"a sparsity pattern is a square bool mask; got shape {mask.shape}")
+        mask.setflags(write=False)
+        self.mask = mask
+        self._hash = hash((mask.shape, mask.tobytes()))
+
+    @property
+    def n(self) -> int:
+        return self.mask.shape[0]
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, SparsityPattern) and np.array_equal(self.mask, other.mask)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __repr__(self) -> str:
+        return f"SparsityPattern(n={self.n}, nnz={int(self.mask.sum())})"
+
+
+def _enum(kind: type[enum.Enum], name: str):
+    def check(value):
+        try:
+            return kind(value)
+        except ValueError:
+            choices = ", ".join(repr(m.value) for m in kind)
+            raise ValueError(f"{name} must be one of {choices}; got {value!r}") from None
+
+    return check
+
+
+def _static_real(name: str, value) -> float:
+    if isinstance(value, jax.core.Tracer) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a Python float (a static option), got {value!r}")
+    return float(value)
+
+
+def _positive(name: str):
+    def check(value):
+        value = _static_real(name, value)
+        if not (value > 0 and math.isfinite(value)):
+            raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+        return value
+
+    return check
+
+
+def _optional_positive(name: str):
+    positive = _positive(name)
+    return lambda value: None if value is None else positive(value)
+
+
+def _gain(name: str):
+    def check(value):
+        if isinstance(value, jax.core.Tracer) or not isinstance(value, numbers.Real) or \
+                not math.isfinite(float(value)):
+            raise ValueError(f"{name} must be a finite Python float, got {value!r}")
+        return float(value)
+
+    return check
+
+
+def _max_steps(value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"max_steps must be a Python int, got {value!r}")
+    if value <= 0 or value > 2**31 - 1:
+        raise ValueError(f"max_steps must be in [1, 2**31 - 1], got {value}")
+    return int(value)
+
+
+def _sparsity(value):
+    """None, "auto", a resolved pattern, or a user's pattern as given: solve resolves it against
+    f (model.resolve_sparsity) before the record is used as a key."""
+    if isinstance(value, str) and value != "auto":
+        raise ValueError(f"sparsity must be None, 'auto' or a pattern; got {value!r}")
+    return value
+
+
+def _option(default, check, doc: str, kernel=None):
+    """A record field: its default, its check (value -> normalised value, or raise), its
+    documentation, and for options the kernel reads, how the kernel receives it."""
+    return dataclasses.field(default=default,
+                             metadata={"check": check, "doc": doc, "kernel": kernel})
+
+
+def _kernel_float(value):
+    return np.float64(value)
+
+
+def _kernel_first_step(value):
+    return np.float64(-1.0 if value is None else value)  # ≤ 0: the kernel's default
+
+
+@dataclasses.dataclass(frozen=True)
+class SolveOptions:
+    """The static options of one solve (hashable: it keys jit and compile caches)."""
+
+    method: Method = _option(
+        Method.RODAS5P, _enum(Method, "method"),
+        '``"rodas5p"`` (Rosenbrock 5(4), stiff problems; Jacobian and ∂f/∂t from ``f`` by dual '
+        'numbers) or ``"tsit5"`` (explicit Tsitouras 5(4), non-stiff problems, cheaper per step).')
+    rtol: float = _option(1e-8, _positive("rtol"), "Relative tolerance (> 0).", _kernel_float)
+    atol: float = _option(1e-10, _positive("atol"), "Absolute tolerance (> 0).", _kernel_float)
+    first_step: float | None = _option(
+        None, _optional_positive("first_step"),
+        "Initial step; default ``1e-6 * (t_span[-1] - t_span[0])``.", _kernel_first_step)
+    max_steps: int = _option(
+        100_000, _max_steps, "Maximum step attempts (accepted + rejected) per trajectory.",
+        np.int64)
+    pcoeff: float = _option(0.0, _gain("pcoeff"), "PID proportional gain.", _kernel_float)
+    icoeff: float = _option(
+        1.0, _gain("icoeff"), "PID integral gain (the default is the integral controller).",
+        _kernel_float)
+    dcoeff: float = _option(0.0, _gain("dcoeff"), "PID derivative gain.", _kernel_float)
+    sens_error_control: bool = _option(
+        True, bool,
+        "When differentiated (jvp, grad, jacfwd, ...): include the sensitivities in the error "
+        "norm (default), tying the gradient's accuracy to rtol. ``False`` takes exactly the plain "
+        "solve's steps and returns its values.")
+    sparsity: Any = _option(
+        None, _sparsity,
+        'Rodas5P: ``None`` (dense LU), ``"auto"`` (the structural pattern detected from ``f``), '
+        "or the Jacobian pattern as an ``(n, n)`` bool mask, a SciPy sparse matrix or "
+        "``(nnz, 2)`` int pairs; a given pattern must contain every structural nonzero of ``f``. "
+        "A pattern buys one dual-number sweep per colour of its column-intersection graph and a "
+        "sparse direct solver compiled for it.")
+    ordering: Ordering = _option(
+        Ordering.AMD, _enum(Ordering, "ordering"),
+        'The sparse solver\'s fill-reducing symmetric permutation: ``"amd"`` (SuiteSparse AMD; '
+        'the natural order is kept where AMD would fill more) or ``"natural"``.')
+    lu_precision: LuPrecision = _option(
+        LuPrecision.FP64, _enum(LuPrecision, "lu_precision"),
+        'Rodas5P: ``"fp64"`` or ``"fp32"``, the precision of the factorisation of '
+        "``I/(hγ) − J``; the state and stages keep y0's precision. fp32 rounds M to float (~1e-7 "
+        "relative): an error floor near 1e-11 and occasional extra steps, so use it at moderate "
+        "tolerances.")
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            object.__setattr__(self, f.name, f.metadata["check"](getattr(self, f.name)))
+
+    def replace(self, **changes) -> SolveOptions:
+        return dataclasses.replace(self, **changes)
+
+    def kernel_attributes(self, error_components: int = 0) -> dict[str, Any]:
+        """The run-time options as the kernel's ``options`` dictionary attribute.
+
+        ``error_components``: the error norm covers components ``[0, this)`` only (0 = all); a
+        joint solve without sensitivity error control passes the state size.
+        """
+        attributes = {f.name: f.metadata["kernel"](getattr(self, f.name))
+                      for f in dataclasses.fields(self) if f.metadata["kernel"] is not None}
+        attributes["error_components"] = np.int64(error_components)
+        return attributes
+
+
+def documentation() -> str:
+    """The numpy-style ``Parameters`` entries of every option, for ``solve``'s docstring."""
+    lines = []
+    for f in dataclasses.fields(SolveOptions):
+        default = f.default.value if isinstance(f.default, enum.Enum) else f.default
+        lines.append(f"    {f.name} : default {default!r}")
+        lines.append(f"        {f.metadata['doc']}")
+    return "\n".join(lines)
