@@ -1,4 +1,4 @@
-"""Host-side analysis of sparsity patterns and the emitted sparse LU (shoal/ode/_sparse.py):
+"""Host-side analysis of sparsity patterns and the emitted sparse LU (shoal/ode/_sparse/):
 pattern normalisation, column colouring, AMD ordering, exact symbolic fill, CSR layout, and the
 straight-line / table-driven C++ factorisation and solves (compiled, run, compared bit for bit)."""
 
@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from shoal import _jit
 from shoal.ode import _sparse as sp
+from shoal.ode._sparse import colouring, emission
 
 # --------------------------------------------------------------------------------------------
 # Patterns
@@ -259,8 +260,8 @@ def test_compressed_jacobian_reconstructs_exactly(name):
 
 
 def test_colouring_verification_catches_a_broken_colouring(monkeypatch):
-    monkeypatch.setattr(sp, "_greedy", lambda adj, order: np.zeros(len(adj), dtype=np.int64))
-    monkeypatch.setattr(sp, "_dsatur", lambda adj, deg: np.zeros(len(adj), dtype=np.int64))
+    monkeypatch.setattr(colouring, "_greedy", lambda adj, order: np.zeros(len(adj), dtype=np.int64))
+    monkeypatch.setattr(colouring, "_dsatur", lambda adj, deg: np.zeros(len(adj), dtype=np.int64))
     with pytest.raises(RuntimeError, match="not orthogonal"):
         sp.colour_columns(tridiagonal(5))
 
@@ -547,13 +548,13 @@ def test_emission_choice_follows_the_thresholds(monkeypatch):
     s = sp.analyze(arrow(12), "natural")
     assert s.unroll_choice(None) == (True, True)
     assert s.unroll_choice(True) == (True, True) and s.unroll_choice(False) == (False, False)
-    monkeypatch.setattr(sp, "MAX_UNROLLED_UPDATES", s.n_updates - 1)
+    monkeypatch.setattr(emission, "MAX_UNROLLED_UPDATES", s.n_updates - 1)
     assert s.unroll_choice(None) == (False, True)
     src = s.emit_cpp("A")
     assert "tab::l_slot" in src and "tab::col_orig" not in src
-    monkeypatch.setattr(sp, "MAX_UNROLLED_SUBSTITUTIONS", s.n_substitutions - 1)
+    monkeypatch.setattr(emission, "MAX_UNROLLED_SUBSTITUTIONS", s.n_substitutions - 1)
     assert s.unroll_choice(None) == (False, False)
-    monkeypatch.setattr(sp, "MAX_UNROLLED_UPDATES", s.n_updates)
+    monkeypatch.setattr(emission, "MAX_UNROLLED_UPDATES", s.n_updates)
     assert s.unroll_choice(None) == (True, False)
     with pytest.raises(TypeError, match="unrolled"):
         s.unroll_choice("yes")
