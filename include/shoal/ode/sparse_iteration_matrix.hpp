@@ -1,7 +1,7 @@
 // The Rosenbrock iteration matrix M = I/(hγ) − J with a sparse direct solver compiled for one
 // pattern (the interchangeable twin of DenseIterationMatrix in iteration_matrix.hpp).
 //
-// Structure is generated per pattern on the host (shoal/ode/_sparse.py): a fill-reducing
+// Structure is generated per pattern on the host (shoal/ode/_sparse/): a fill-reducing
 // symmetric permutation (AMD), the exact symbolic factorisation, one CSR image of L+U, the column
 // colouring, and the factor/solve routines (straight-line or table-driven). Here the Jacobian is
 // recovered with one dual-number sweep per colour — columns sharing no row are seeded together —

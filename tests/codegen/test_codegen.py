@@ -109,7 +109,8 @@ def assert_matches(f, n_vars, n_params, dtype, y, t, p, *, rtol, floor=0.0):
     bad = ~((err <= rtol * scale) | (np.isnan(got) & np.isnan(want)) | (got == want))
     assert not bad.any(), (
         f"generated C++ differs from JAX at {np.flatnonzero(bad).tolist()}\n"
-        f"  C++: {got!r}\n  JAX: {want!r}\n  rel: {(err / np.where(scale > 0, scale, 1))!r}")
+        f"  C++: {got!r}\n  JAX: {want!r}\n  rel: {(err / np.where(scale > 0, scale, 1))!r}"
+    )
 
 
 def primitives_of(closed) -> set[str]:
@@ -154,8 +155,12 @@ def _soft_abs(x):
     return jnp.sqrt(x * x + 0.25)
 
 
-_soft_abs.defjvp(lambda primals, tangents: (_soft_abs(primals[0]),
-                                            primals[0] / _soft_abs(primals[0]) * tangents[0]))
+_soft_abs.defjvp(
+    lambda primals, tangents: (
+        _soft_abs(primals[0]),
+        primals[0] / _soft_abs(primals[0]) * tangents[0],
+    )
+)
 
 
 @jax.custom_vjp
@@ -163,8 +168,10 @@ def _scaled_sin(x, s):
     return jnp.sin(x) * s
 
 
-_scaled_sin.defvjp(lambda x, s: (_scaled_sin(x, s), (x, s)),
-                   lambda res, g: (jnp.cos(res[0]) * res[1] * g, jnp.sum(jnp.sin(res[0]) * g)))
+_scaled_sin.defvjp(
+    lambda x, s: (_scaled_sin(x, s), (x, s)),
+    lambda res, g: (jnp.cos(res[0]) * res[1] * g, jnp.sum(jnp.sin(res[0]) * g)),
+)
 
 
 def _c(value, like):
@@ -201,14 +208,23 @@ def _gathers(y, t, p):
 def _gather_fill(y, t, p):
     idx = jnp.array([0, 9, 2])  # 9 is out of bounds
     i = (y * 4).astype(jnp.int32)
-    return jnp.concatenate([y.at[idx].get(mode="fill", fill_value=0.5),
-                            i.at[idx].get(mode="fill").astype(y.dtype) * 1e-9])
+    return jnp.concatenate(
+        [
+            y.at[idx].get(mode="fill", fill_value=0.5),
+            i.at[idx].get(mode="fill").astype(y.dtype) * 1e-9,
+        ]
+    )
 
 
 def _nan_propagation(y, t, p):
     nan_at_0 = y / y  # y[5] == 0
-    return (jnp.maximum(nan_at_0, 0.5) + jnp.minimum(0.5, nan_at_0) + jnp.sign(nan_at_0)
-            + lax.clamp(_c(-1.0, y), nan_at_0, _c(1.0, y)) + jnp.max(nan_at_0) * y)
+    return (
+        jnp.maximum(nan_at_0, 0.5)
+        + jnp.minimum(0.5, nan_at_0)
+        + jnp.sign(nan_at_0)
+        + lax.clamp(_c(-1.0, y), nan_at_0, _c(1.0, y))
+        + jnp.max(nan_at_0) * y
+    )
 
 
 _K = np.linspace(0.1, 0.6, N)
@@ -219,8 +235,9 @@ def _scale_by_array(u):
     return u * jnp.asarray(_K, u.dtype)  # a closed-over jax array inside the custom rule
 
 
-_scale_by_array.defjvp(lambda primals, tangents: (_scale_by_array(primals[0]),
-                                                  _scale_by_array(tangents[0])))
+_scale_by_array.defjvp(
+    lambda primals, tangents: (_scale_by_array(primals[0]), _scale_by_array(tangents[0]))
+)
 
 
 def _nested_calls(y, t, p):
@@ -297,77 +314,147 @@ CASES = [
     ("round_away", lambda y, t, p: lax.round(y), {"round"}),
     ("rem", lambda y, t, p: jnp.fmod(y, 0.7), {"rem"}),
     ("is_finite", lambda y, t, p: jnp.where(jnp.isfinite(y / y), y, t), {"is_finite"}),
-    *[(name, _cmp_case(op), {name}) for name, op in
-      [("eq", operator.eq), ("ne", operator.ne), ("lt", operator.lt), ("le", operator.le),
-       ("gt", operator.gt), ("ge", operator.ge)]],
-    ("logical", lambda y, t, p: jnp.where(((y > 0) & (y < 2)) | ~(y > t) ^ (y < -1), y, t),
-     {"and", "or", "not", "xor"}),
+    *[
+        (name, _cmp_case(op), {name})
+        for name, op in [
+            ("eq", operator.eq),
+            ("ne", operator.ne),
+            ("lt", operator.lt),
+            ("le", operator.le),
+            ("gt", operator.gt),
+            ("ge", operator.ge),
+        ]
+    ],
+    (
+        "logical",
+        lambda y, t, p: jnp.where(((y > 0) & (y < 2)) | ~(y > t) ^ (y < -1), y, t),
+        {"and", "or", "not", "xor"},
+    ),
     ("select_n", lambda y, t, p: jnp.where(y > t, jnp.sin(y), y * p[0]), {"select_n"}),
     ("select_n_int", _select3, {"select_n"}),
-    ("clamp", lambda y, t, p: lax.clamp(_c(-1.0, y), y, p[0])
-     + lax.clamp(y[:3] - 1, p, y[:3] + 1).sum(), {"clamp"}),
+    (
+        "clamp",
+        lambda y, t, p: lax.clamp(_c(-1.0, y), y, p[0]) + lax.clamp(y[:3] - 1, p, y[:3] + 1).sum(),
+        {"clamp"},
+    ),
     ("clip", lambda y, t, p: jnp.clip(y, -1, t), set()),
-    ("convert_element_type",
-     lambda y, t, p: (y * 4).astype(jnp.int32).astype(y.dtype) + (y > 0) + y.astype(bool),
-     {"convert_element_type"}),
+    (
+        "convert_element_type",
+        lambda y, t, p: (y * 4).astype(jnp.int32).astype(y.dtype) + (y > 0) + y.astype(bool),
+        {"convert_element_type"},
+    ),
     ("integer_ops", _integer_ops, {"max", "min", "rem", "div", "abs"}),
-    ("broadcast_in_dim", lambda y, t, p: y + jnp.broadcast_to(y[0], (N,)) + t,
-     {"broadcast_in_dim"}),
-    ("expand_dims", lambda y, t, p: (jnp.expand_dims(y, 0) * jnp.expand_dims(p, 1))[1],
-     {"broadcast_in_dim"}),
+    (
+        "broadcast_in_dim",
+        lambda y, t, p: y + jnp.broadcast_to(y[0], (N,)) + t,
+        {"broadcast_in_dim"},
+    ),
+    (
+        "expand_dims",
+        lambda y, t, p: (jnp.expand_dims(y, 0) * jnp.expand_dims(p, 1))[1],
+        {"broadcast_in_dim"},
+    ),
     ("reshape", lambda y, t, p: y.reshape(2, 3)[::-1].reshape(N), {"reshape", "rev"}),
     ("transpose", lambda y, t, p: y.reshape(2, 3).T.reshape(N), {"transpose"}),
     ("squeeze", lambda y, t, p: jnp.squeeze(y.reshape(1, N), 0) * y[2], {"squeeze"}),
-    ("slice", lambda y, t, p: jnp.concatenate([y[1:3], y[::2], y[5:]]) * y[0],
-     {"slice", "concatenate"}),
+    (
+        "slice",
+        lambda y, t, p: jnp.concatenate([y[1:3], y[::2], y[5:]]) * y[0],
+        {"slice", "concatenate"},
+    ),
     ("gather", _gathers, {"gather"}),
-    ("dynamic_slice", lambda y, t, p: lax.dynamic_slice(jnp.concatenate([y, -y]), (2,), (N,))
-     + lax.dynamic_slice(y.reshape(2, 3), (1, 1), (1, 2)).sum(), {"dynamic_slice"}),
-    ("dynamic_update_slice", lambda y, t, p: lax.dynamic_update_slice(y, p[:2] * t, (3,)),
-     {"dynamic_update_slice"}),
-    ("pad", lambda y, t, p: lax.pad(y[1:4], p[0], [(1, 0, 1)]) + jnp.pad(y[1:], (0, 1)),
-     {"pad"}),
+    (
+        "dynamic_slice",
+        lambda y, t, p: (
+            lax.dynamic_slice(jnp.concatenate([y, -y]), (2,), (N,))
+            + lax.dynamic_slice(y.reshape(2, 3), (1, 1), (1, 2)).sum()
+        ),
+        {"dynamic_slice"},
+    ),
+    (
+        "dynamic_update_slice",
+        lambda y, t, p: lax.dynamic_update_slice(y, p[:2] * t, (3,)),
+        {"dynamic_update_slice"},
+    ),
+    ("pad", lambda y, t, p: lax.pad(y[1:4], p[0], [(1, 0, 1)]) + jnp.pad(y[1:], (0, 1)), {"pad"}),
     ("tile", lambda y, t, p: jnp.tile(y[:3], 2) * y, {"tile"}),
-    ("stack_unstack", lambda y, t, p: jnp.stack(jnp.unstack(y)[::-1]) + jnp.split(y, 2)[1][0],
-     {"unstack", "split"}),
+    (
+        "stack_unstack",
+        lambda y, t, p: jnp.stack(jnp.unstack(y)[::-1]) + jnp.split(y, 2)[1][0],
+        {"unstack", "split"},
+    ),
     ("dot_small", lambda y, t, p: _c(_M_SMALL, y) @ y + (y @ y) * p[0], {"dot_general"}),
-    ("dot_table", lambda y, t, p: _c(_M_OUT, y) @ jnp.tanh(_c(_M_IN, y) @ y)
-     + jnp.tanh(y @ _c(_M_IN.T, y)) @ _c(_M_OUT.T, y), {"dot_general"}),
+    (
+        "dot_table",
+        lambda y, t, p: (
+            _c(_M_OUT, y) @ jnp.tanh(_c(_M_IN, y) @ y)
+            + jnp.tanh(y @ _c(_M_IN.T, y)) @ _c(_M_OUT.T, y)
+        ),
+        {"dot_general"},
+    ),
     ("dot_table_batched", _table_batched, {"dot_general"}),
-    ("dot_table_nonfinite", lambda y, t, p: _c(_M_OUT_NONFINITE, y) @ jnp.tanh(_c(_M_IN, y) @ y),
-     {"dot_general"}),
+    (
+        "dot_table_nonfinite",
+        lambda y, t, p: _c(_M_OUT_NONFINITE, y) @ jnp.tanh(_c(_M_IN, y) @ y),
+        {"dot_general"},
+    ),
     ("reduce_sum", lambda y, t, p: y.reshape(2, 3).sum(0).repeat(2) + jnp.sum(y), {"reduce_sum"}),
-    ("reduce_max", lambda y, t, p: jnp.max(y.reshape(3, 2), axis=1).repeat(2) - jnp.max(y),
-     {"reduce_max"}),
-    ("reduce_min", lambda y, t, p: jnp.min(y.reshape(2, 3), axis=0).repeat(2) * jnp.min(y),
-     {"reduce_min"}),
+    (
+        "reduce_max",
+        lambda y, t, p: jnp.max(y.reshape(3, 2), axis=1).repeat(2) - jnp.max(y),
+        {"reduce_max"},
+    ),
+    (
+        "reduce_min",
+        lambda y, t, p: jnp.min(y.reshape(2, 3), axis=0).repeat(2) * jnp.min(y),
+        {"reduce_min"},
+    ),
     ("reduce_prod", lambda y, t, p: jnp.prod(y + 2) * y, {"reduce_prod"}),
-    ("iota", lambda y, t, p: jnp.arange(N) * y
-     + lax.broadcasted_iota(jnp.int32, (2, 3), 1).reshape(N), {"iota"}),
-    ("jit", lambda y, t, p: jax.jit(lambda u, s: jnp.sin(u) * s + _c(_W, u))(y, t),
-     {_name_of(jax.jit(jnp.sin))}),
+    (
+        "iota",
+        lambda y, t, p: jnp.arange(N) * y + lax.broadcasted_iota(jnp.int32, (2, 3), 1).reshape(N),
+        {"iota"},
+    ),
+    (
+        "jit",
+        lambda y, t, p: jax.jit(lambda u, s: jnp.sin(u) * s + _c(_W, u))(y, t),
+        {_name_of(jax.jit(jnp.sin))},
+    ),
     ("custom_jvp", lambda y, t, p: _soft_abs(y) + jax.nn.relu(y), {"custom_jvp_call"}),
     ("custom_vjp", lambda y, t, p: _scaled_sin(y, p[0]), {"custom_vjp_call"}),
-    ("checkpoint", lambda y, t, p: jax.checkpoint(lambda u: jnp.sin(u) * jnp.cos(u))(y),
-     {_name_of(jax.checkpoint(jnp.sin))}),
-    ("closed_over_constants",
-     lambda y, t, p: y * _c(_W, y) + jnp.asarray(_W[::-1], y.dtype) + _c(_M_SMALL[0], y),
-     set()),
+    (
+        "checkpoint",
+        lambda y, t, p: jax.checkpoint(lambda u: jnp.sin(u) * jnp.cos(u))(y),
+        {_name_of(jax.checkpoint(jnp.sin))},
+    ),
+    (
+        "closed_over_constants",
+        lambda y, t, p: y * _c(_W, y) + jnp.asarray(_W[::-1], y.dtype) + _c(_M_SMALL[0], y),
+        set(),
+    ),
     ("stop_gradient", lambda y, t, p: lax.stop_gradient(y) * y, {"stop_gradient"}),
     ("copy", lambda y, t, p: jnp.copy(y) + jnp.array(y), set()),
-    ("integer_square", lambda y, t, p: jnp.square((y * 4).astype(jnp.int32)).astype(y.dtype),
-     {"square"}),
+    (
+        "integer_square",
+        lambda y, t, p: jnp.square((y * 4).astype(jnp.int32)).astype(y.dtype),
+        {"square"},
+    ),
     ("gather_fill", _gather_fill, {"gather"}),
     ("nan_propagation", _nan_propagation, {"max", "min", "sign", "clamp", "reduce_max"}),
-    ("reduce_and_or", lambda y, t, p: jnp.where(jnp.all(y > -2) & jnp.any(y > 2), y, t),
-     {"reduce_and", "reduce_or"}),
+    (
+        "reduce_and_or",
+        lambda y, t, p: jnp.where(jnp.all(y > -2) & jnp.any(y > 2), y, t),
+        {"reduce_and", "reduce_or"},
+    ),
     ("custom_jvp_closure", lambda y, t, p: _scale_by_array(y), {"custom_jvp_call"}),
     ("nested_calls", _nested_calls, {"custom_jvp_call", "custom_vjp_call"}),
     ("scan", _scans, {"scan"}),
     ("cond", _conds, {"cond"}),
-    ("while_constant_trip_count",
-     lambda y, t, p: lax.fori_loop(0, jnp.int32(4), lambda i, c: c * t + i.astype(c.dtype), y),
-     {"while"}),
+    (
+        "while_constant_trip_count",
+        lambda y, t, p: lax.fori_loop(0, jnp.int32(4), lambda i, c: c * t + i.astype(c.dtype), y),
+        {"while"},
+    ),
     ("uses_time_and_params", lambda y, t, p: jnp.sin(t * p[0]) * y + p[2], set()),
 ]
 
@@ -471,8 +558,7 @@ OPS = {
     "sqrt": (1, (), False, lambda a, k: jnp.sqrt(a * a * 0.5 + 0.1)),
     "rsqrt": (1, (), False, lambda a, k: lax.rsqrt(a * a + 0.1)),
     "cbrt": (1, (), False, lambda a, k: jnp.cbrt(a - 11.0)),
-    "pow": (2, (), False,
-            lambda a, b, k: jnp.power(jnp.abs(_squash(a)) + 0.5, _squash(b) * 3.0)),
+    "pow": (2, (), False, lambda a, b, k: jnp.power(jnp.abs(_squash(a)) + 0.5, _squash(b) * 3.0)),
     "integer_pow": (1, (), False, lambda a, k: _ipow(a, k)),
     "square": (1, (), False, lambda a, k: jnp.square(a) * 0.1),
     "sin": (1, (), False, lambda a, k: jnp.sin(a)),
@@ -496,48 +582,70 @@ OPS = {
     "round": (1, (0,), True, lambda a, k: jnp.round(a) if k % 2 else lax.round(a)),
     "where": (4, (0, 1), True, _where_cmp),
     "select_n": (4, (0,), True, _select_int),
-    "clamp": (3, (), True,
-              lambda a, b, c, k: lax.clamp(jnp.minimum(b, c), a, jnp.maximum(b, c))),
+    "clamp": (3, (), True, lambda a, b, c, k: lax.clamp(jnp.minimum(b, c), a, jnp.maximum(b, c))),
     "clamp_scalar": (1, (), True, lambda a, k: lax.clamp(a.dtype.type(-1.5), a, a.dtype.type(2))),
     "clip": (1, (), True, lambda a, k: jnp.clip(a, -2.0, 1.0)),
-    "to_int": (1, (0,), True,
-               lambda a, k: (a * 4).astype(jnp.int32 if k % 2 else jnp.int64).astype(a.dtype)
-               * 0.25),
+    "to_int": (
+        1,
+        (0,),
+        True,
+        lambda a, k: (a * 4).astype(jnp.int32 if k % 2 else jnp.int64).astype(a.dtype) * 0.25,
+    ),
     "to_float": (2, (0, 1), True, lambda a, b, k: (a > b).astype(a.dtype)),
     # data movement
     "roll": (1, (), True, lambda a, k: jnp.roll(a, 1 + k % (N - 1))),
     "rev": (1, (), True, lambda a, k: a[::-1]),
-    "gather": (1, (), True,
-               lambda a, k: a[jnp.asarray(np.random.default_rng(k).permutation(N))]),
+    "gather": (1, (), True, lambda a, k: a[jnp.asarray(np.random.default_rng(k).permutation(N))]),
     "gather_np": (1, (), True, lambda a, k: a[np.random.default_rng(k).integers(0, N, N)]),
     "strided": (1, (), True, lambda a, k: jnp.concatenate([a[::2], a[1::2]])),
     "element": (2, (), True, lambda a, b, k: jnp.maximum(a, b[k % N])),
     "transpose": (1, (), True, lambda a, k: a.reshape(2, 3).T.reshape(N)),
-    "dynamic_slice": (2, (), True,
-                      lambda a, b, k: lax.dynamic_slice(jnp.concatenate([a, b]), (k % N,), (N,))),
-    "dynamic_update_slice": (2, (), True,
-                             lambda a, b, k: lax.dynamic_update_slice(a, b[1:3], (k % 5,))),
-    "expand_squeeze": (1, (), True,
-                       lambda a, k: lax.squeeze(jnp.expand_dims(a, 0 if k % 2 else 1),
-                                                (0 if k % 2 else 1,))),
-    "tile": (1, (), True, lambda a, k: jnp.tile(a[k % 2:k % 2 + 3], 2)),
+    "dynamic_slice": (
+        2,
+        (),
+        True,
+        lambda a, b, k: lax.dynamic_slice(jnp.concatenate([a, b]), (k % N,), (N,)),
+    ),
+    "dynamic_update_slice": (
+        2,
+        (),
+        True,
+        lambda a, b, k: lax.dynamic_update_slice(a, b[1:3], (k % 5,)),
+    ),
+    "expand_squeeze": (
+        1,
+        (),
+        True,
+        lambda a, k: lax.squeeze(jnp.expand_dims(a, 0 if k % 2 else 1), (0 if k % 2 else 1,)),
+    ),
+    "tile": (1, (), True, lambda a, k: jnp.tile(a[k % 2 : k % 2 + 3], 2)),
     "pad": (2, (), True, lambda a, b, k: lax.pad(a[1:4], b[0], [(1, 2, 0)])),
     # reductions and contractions
-    "reduce_sum": (2, (), False,
-                   lambda a, b, k: (a + b.reshape(2, 3).sum(axis=0).repeat(2)) * 0.25),
+    "reduce_sum": (
+        2,
+        (),
+        False,
+        lambda a, b, k: (a + b.reshape(2, 3).sum(axis=0).repeat(2)) * 0.25,
+    ),
     "reduce_max": (2, (), True, lambda a, b, k: jnp.minimum(a, jnp.max(b))),
-    "reduce_min": (2, (), True,
-                   lambda a, b, k: jnp.maximum(a, jnp.min(b.reshape(3, 2), axis=1).repeat(2))),
+    "reduce_min": (
+        2,
+        (),
+        True,
+        lambda a, b, k: jnp.maximum(a, jnp.min(b.reshape(3, 2), axis=1).repeat(2)),
+    ),
     "dot_state": (2, (), False, lambda a, b, k: (a + jnp.dot(a, b) / 60.0) * 0.5),
     "dot_small": (1, (), False, _dot_small),
     "dot_table": (1, (), False, _dot_table),
     "iota": (1, (), False, lambda a, k: a * jnp.arange(N) / N),
     # loops with a static trip count, unrolled
-    "cond": (2, (0,), False,
-             lambda a, b, k: lax.cond(a[k % N] > 0, jnp.sin, lambda u: u * 0.5, b)),
-    "fori_loop": (1, (), False,
-                  lambda a, k: lax.fori_loop(0, 1 + k % 3, lambda i, c: jnp.sin(c) * 0.9 + 0.1 * i,
-                                             a)),
+    "cond": (2, (0,), False, lambda a, b, k: lax.cond(a[k % N] > 0, jnp.sin, lambda u: u * 0.5, b)),
+    "fori_loop": (
+        1,
+        (),
+        False,
+        lambda a, k: lax.fori_loop(0, 1 + k % 3, lambda i, c: jnp.sin(c) * 0.9 + 0.1 * i, a),
+    ),
 }
 
 _LEAVES = 4  # y, t, p, a constant
@@ -551,8 +659,10 @@ def programs(draw):
         name = draw(st.sampled_from(sorted(OPS)))
         arity, need_exact, keeps_exact, _ = OPS[name]
         exact_ids = [i for i, e in enumerate(exact) if e]
-        args = tuple(draw(st.sampled_from(exact_ids if i in need_exact else range(len(exact))))
-                     for i in range(arity))
+        args = tuple(
+            draw(st.sampled_from(exact_ids if i in need_exact else range(len(exact))))
+            for i in range(arity)
+        )
         k = draw(st.integers(0, 2**16))
         wrapper = draw(st.sampled_from([None, None, None, *sorted(_WRAPPERS)]))
         instructions.append((name, args, k, wrapper))
@@ -564,8 +674,12 @@ def program_function(program, const):
     instructions, as_tuple = program
 
     def f(y, t, p):
-        vals = [y, jnp.broadcast_to(t, (N,)), p[jnp.array([0, 1, 2, 0, 1, 2])],
-                jnp.asarray(const, y.dtype)]
+        vals = [
+            y,
+            jnp.broadcast_to(t, (N,)),
+            p[jnp.array([0, 1, 2, 0, 1, 2])],
+            jnp.asarray(const, y.dtype),
+        ]
         for name, args, k, wrapper in instructions:
             fn = functools.partial(lambda fn, k, *xs: fn(*xs, k), OPS[name][3], k)
             if wrapper is not None:
@@ -579,16 +693,20 @@ def program_function(program, const):
 
 
 # Tiny magnitudes become 0: XLA's CPU threads flush subnormals, which is not what is tested here.
-_values = st.one_of(st.floats(-3, 3).map(lambda v: v if abs(v) > 1e-100 else 0.0),
-                    st.sampled_from([0.0, -0.0, 0.5, -0.5, 1.0, 1.5, -2.5, 2.0]))
+_values = st.one_of(
+    st.floats(-3, 3).map(lambda v: v if abs(v) > 1e-100 else 0.0),
+    st.sampled_from([0.0, -0.0, 0.5, -0.5, 1.0, 1.5, -2.5, 2.0]),
+)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(program=programs(),
-       y=st.lists(_values, min_size=N, max_size=N),
-       t=_values,
-       p=st.lists(_values, min_size=NP, max_size=NP),
-       const=st.lists(_values, min_size=N, max_size=N))
+@given(
+    program=programs(),
+    y=st.lists(_values, min_size=N, max_size=N),
+    t=_values,
+    p=st.lists(_values, min_size=NP, max_size=NP),
+    const=st.lists(_values, min_size=N, max_size=N),
+)
 def test_random_programs_match_jax(program, y, t, p, const):
     f = program_function(program, np.asarray(const))
     assert_matches(f, N, NP, np.float64, np.asarray(y), t, np.asarray(p), rtol=1e-13, floor=1.0)
@@ -602,15 +720,32 @@ def test_tuple_of_scalars(dtype):
     def f(y, t, p):
         return (y[1], -p[0] * y[0] + t, 0.0)
 
-    assert_matches(f, 3, 1, dtype, [0.5, -1.25, 2.0], 0.75, [1.5],
-                   rtol=1e-13 if dtype == np.float64 else 1e-6)
-    assert_matches(lambda y, t, p: list(f(y, t, p)), 3, 1, dtype, [0.5, -1.25, 2.0], 0.75,
-                   [1.5], rtol=1e-13 if dtype == np.float64 else 1e-6)
+    assert_matches(
+        f, 3, 1, dtype, [0.5, -1.25, 2.0], 0.75, [1.5], rtol=1e-13 if dtype == np.float64 else 1e-6
+    )
+    assert_matches(
+        lambda y, t, p: list(f(y, t, p)),
+        3,
+        1,
+        dtype,
+        [0.5, -1.25, 2.0],
+        0.75,
+        [1.5],
+        rtol=1e-13 if dtype == np.float64 else 1e-6,
+    )
 
 
 def test_no_params_and_constant_output():
-    assert_matches(lambda y, t, p: jnp.zeros_like(y) + jnp.cos(t), 2, 0, np.float64,
-                   [1.0, 2.0], 0.5, [], rtol=1e-13)
+    assert_matches(
+        lambda y, t, p: jnp.zeros_like(y) + jnp.cos(t),
+        2,
+        0,
+        np.float64,
+        [1.0, 2.0],
+        0.5,
+        [],
+        rtol=1e-13,
+    )
 
 
 def _unsupported_cumsum(y, t, p):
@@ -633,13 +768,17 @@ def _unsupported_argmax(y, t, p):
     return y * jnp.argmax(y)
 
 
-@pytest.mark.parametrize("f, primitive", [
-    (_unsupported_cumsum, "cumsum"),
-    (_unsupported_sort, "sort"),
-    (_unsupported_while, "while"),
-    (_unsupported_long_loop, "scan"),
-    (_unsupported_argmax, "argmax"),
-], ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize(
+    "f, primitive",
+    [
+        (_unsupported_cumsum, "cumsum"),
+        (_unsupported_sort, "sort"),
+        (_unsupported_while, "while"),
+        (_unsupported_long_loop, "scan"),
+        (_unsupported_argmax, "argmax"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
 def test_unsupported_primitive_names_it_and_the_line(f, primitive):
     with pytest.raises(NotImplementedError) as info:
         generate_model(f, N, NP, np.float64)
@@ -665,22 +804,29 @@ def _update_at_param(y, t, p):
     return lax.dynamic_update_slice(y, y[:2], (p[0].astype(jnp.int32),))
 
 
-@pytest.mark.parametrize("f", [_index_from_state, _gather_from_state, _slice_at_time,
-                               _update_at_param], ids=lambda f: f.__name__.strip("_"))
+@pytest.mark.parametrize(
+    "f",
+    [_index_from_state, _gather_from_state, _slice_at_time, _update_at_param],
+    ids=lambda f: f.__name__.strip("_"),
+)
 def test_indices_from_state_are_rejected(f):
     with pytest.raises(NotImplementedError, match="indices") as info:
         generate_model(f, N, NP, np.float64)
     assert f"test_codegen.py:{f.__code__.co_firstlineno + 1}" in str(info.value)
 
 
-@pytest.mark.parametrize("f, match", [
-    (lambda y, t, p: y[:2], r"shape \(6,\)"),
-    (lambda y, t, p: jnp.sum(y), r"shape \(6,\)"),
-    (lambda y, t, p: y.reshape(6, 1), r"shape \(6,\)"),
-    (lambda y, t, p: (y, y), r"shape \(6,\)"),
-    (lambda y, t, p: y.astype(jnp.float32), "dtype float64"),
-    (lambda y, t, p: (y > 0).astype(jnp.int32), "dtype float64"),
-], ids=["short", "scalar", "column", "two_arrays", "float32", "int32"])
+@pytest.mark.parametrize(
+    "f, match",
+    [
+        (lambda y, t, p: y[:2], r"shape \(6,\)"),
+        (lambda y, t, p: jnp.sum(y), r"shape \(6,\)"),
+        (lambda y, t, p: y.reshape(6, 1), r"shape \(6,\)"),
+        (lambda y, t, p: (y, y), r"shape \(6,\)"),
+        (lambda y, t, p: y.astype(jnp.float32), "dtype float64"),
+        (lambda y, t, p: (y > 0).astype(jnp.int32), "dtype float64"),
+    ],
+    ids=["short", "scalar", "column", "two_arrays", "float32", "int32"],
+)
 def test_wrong_output_is_a_value_error(f, match):
     with pytest.raises(ValueError, match=match) as info:
         generate_model(f, N, NP, np.float64)

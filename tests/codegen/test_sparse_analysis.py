@@ -1,4 +1,4 @@
-"""Host-side analysis of sparsity patterns and the emitted sparse LU (shoal/ode/_sparse.py):
+"""Host-side analysis of sparsity patterns and the emitted sparse LU (shoal/ode/_sparse/):
 pattern normalisation, column colouring, AMD ordering, exact symbolic fill, CSR layout, and the
 straight-line / table-driven C++ factorisation and solves (compiled, run, compared bit for bit)."""
 
@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from shoal import _jit
 from shoal.ode import _sparse as sp
+from shoal.ode._sparse import colouring, emission
 
 # --------------------------------------------------------------------------------------------
 # Patterns
@@ -106,8 +107,8 @@ def numeric_lu_footprint(a):
     a = np.array(a, dtype=np.float64)
     n = len(a)
     for k in range(n - 1):
-        a[k + 1:, k] /= a[k, k]
-        a[k + 1:, k + 1:] -= np.outer(a[k + 1:, k], a[k, k + 1:])
+        a[k + 1 :, k] /= a[k, k]
+        a[k + 1 :, k + 1 :] -= np.outer(a[k + 1 :, k], a[k, k + 1 :])
     return a != 0.0
 
 
@@ -121,19 +122,33 @@ def seed_matrix(colours):
 # normalize_pattern
 # --------------------------------------------------------------------------------------------
 
-REF = np.array([[1, 1, 0, 0],
-                [0, 0, 1, 0],
-                [1, 0, 0, 1],
-                [0, 0, 0, 1]], dtype=bool)
+REF = np.array([[1, 1, 0, 0], [0, 0, 1, 0], [1, 0, 0, 1], [0, 0, 0, 1]], dtype=bool)
 REF_DIAG = REF | np.eye(4, dtype=bool)
 REF_PAIRS = np.argwhere(REF)
 
 
-@pytest.mark.parametrize("form", [
-    "bool", "int01", "float01", "list", "jax",
-    "csr", "csc", "coo", "lil", "dok", "bsr", "dia", "csr_array",
-    "pairs", "pairs_uint8", "pairs_list", "pairs_duplicated",
-])
+@pytest.mark.parametrize(
+    "form",
+    [
+        "bool",
+        "int01",
+        "float01",
+        "list",
+        "jax",
+        "csr",
+        "csc",
+        "coo",
+        "lil",
+        "dok",
+        "bsr",
+        "dia",
+        "csr_array",
+        "pairs",
+        "pairs_uint8",
+        "pairs_list",
+        "pairs_duplicated",
+    ],
+)
 def test_normalize_accepts(form):
     if form == "bool":
         s = REF
@@ -145,13 +160,17 @@ def test_normalize_accepts(form):
         s = REF.astype(int).tolist()
     elif form == "jax":
         import jax.numpy as jnp
+
         s = jnp.asarray(REF)
     elif form == "csr_array":
         s = scipy.sparse.csr_array(REF.astype(float))
     elif form.startswith("pairs"):
-        s = {"pairs": REF_PAIRS, "pairs_uint8": REF_PAIRS.astype(np.uint8),
-             "pairs_list": [tuple(map(int, x)) for x in REF_PAIRS],
-             "pairs_duplicated": np.concatenate([REF_PAIRS, REF_PAIRS[::-1]])}[form]
+        s = {
+            "pairs": REF_PAIRS,
+            "pairs_uint8": REF_PAIRS.astype(np.uint8),
+            "pairs_list": [tuple(map(int, x)) for x in REF_PAIRS],
+            "pairs_duplicated": np.concatenate([REF_PAIRS, REF_PAIRS[::-1]]),
+        }[form]
     else:
         s = getattr(scipy.sparse, f"{form}_matrix")(REF.astype(float))
     out = sp.normalize_pattern(s, 4)
@@ -160,8 +179,9 @@ def test_normalize_accepts(form):
 
 
 def test_normalize_scipy_explicit_zero_is_structural_and_empty_pairs_give_diagonal():
-    m = scipy.sparse.csr_matrix((np.array([0.0, 2.0]), (np.array([0, 2]), np.array([3, 1]))),
-                                shape=(4, 4))
+    m = scipy.sparse.csr_matrix(
+        (np.array([0.0, 2.0]), (np.array([0, 2]), np.array([3, 1]))), shape=(4, 4)
+    )
     out = sp.normalize_pattern(m, 4)
     assert out[0, 3] and out[2, 1] and out.sum() == 6
     for empty in ([], np.zeros((0, 2), dtype=np.int64)):
@@ -175,23 +195,29 @@ def test_normalize_returns_a_fresh_array():
     np.testing.assert_array_equal(mask, REF)
 
 
-@pytest.mark.parametrize("bad, exc, words", [
-    (np.ones((3, 3), dtype=bool), ValueError, ["sparsity", "(3, 3)", "(4, 4)"]),
-    (scipy.sparse.eye(5, format="csr"), ValueError, ["SciPy", "(5, 5)", "(4, 4)"]),
-    (np.array([[0, 1], [2, 4]]), ValueError, ["sparsity", "col=4", "0..3"]),
-    (np.array([[0, 1], [-1, 2], [3, 3]]), ValueError, ["sparsity", "row=-1", "negative"]),
-    (np.array([[0.0, 1.0], [2.0, 3.0], [1.0, 1.0]]), TypeError, ["sparsity", "float64",
-                                                                  "integers"]),
-    (np.array([[0, 2, 0, 0]] * 4), ValueError, ["sparsity", "2", "0/1", "!= 0"]),
-    (np.full((4, 4), np.nan), ValueError, ["sparsity", "nan", "0/1"]),
-    (np.ones((4, 4, 1)), ValueError, ["sparsity", "(4, 4, 1)", "(nnz, 2)"]),
-    (np.ones((4, 3)), ValueError, ["sparsity", "(4, 3)", "(4, 4)"]),
-    (np.ones(4, dtype=np.int64), ValueError, ["sparsity", "(4,)"]),
-    (np.ones((4, 4), dtype=complex), TypeError, ["sparsity", "complex128"]),
-    (None, TypeError, ["sparsity", "mask", "SciPy", "pairs"]),
-    ("auto", TypeError, ["sparsity", "'auto'"]),
-    ([[0, 1], [1]], TypeError, ["sparsity", "list"]),
-])
+@pytest.mark.parametrize(
+    "bad, exc, words",
+    [
+        (np.ones((3, 3), dtype=bool), ValueError, ["sparsity", "(3, 3)", "(4, 4)"]),
+        (scipy.sparse.eye(5, format="csr"), ValueError, ["SciPy", "(5, 5)", "(4, 4)"]),
+        (np.array([[0, 1], [2, 4]]), ValueError, ["sparsity", "col=4", "0..3"]),
+        (np.array([[0, 1], [-1, 2], [3, 3]]), ValueError, ["sparsity", "row=-1", "negative"]),
+        (
+            np.array([[0.0, 1.0], [2.0, 3.0], [1.0, 1.0]]),
+            TypeError,
+            ["sparsity", "float64", "integers"],
+        ),
+        (np.array([[0, 2, 0, 0]] * 4), ValueError, ["sparsity", "2", "0/1", "!= 0"]),
+        (np.full((4, 4), np.nan), ValueError, ["sparsity", "nan", "0/1"]),
+        (np.ones((4, 4, 1)), ValueError, ["sparsity", "(4, 4, 1)", "(nnz, 2)"]),
+        (np.ones((4, 3)), ValueError, ["sparsity", "(4, 3)", "(4, 4)"]),
+        (np.ones(4, dtype=np.int64), ValueError, ["sparsity", "(4,)"]),
+        (np.ones((4, 4), dtype=complex), TypeError, ["sparsity", "complex128"]),
+        (None, TypeError, ["sparsity", "mask", "SciPy", "pairs"]),
+        ("auto", TypeError, ["sparsity", "'auto'"]),
+        ([[0, 1], [1]], TypeError, ["sparsity", "list"]),
+    ],
+)
 def test_normalize_rejects(bad, exc, words):
     with pytest.raises(exc) as info:
         sp.normalize_pattern(bad, 4)
@@ -199,8 +225,9 @@ def test_normalize_rejects(bad, exc, words):
         assert word in str(info.value), (word, str(info.value))
 
 
-@pytest.mark.parametrize("n, exc", [(0, ValueError), (-3, ValueError), (2.5, TypeError),
-                                    (True, TypeError)])
+@pytest.mark.parametrize(
+    "n, exc", [(0, ValueError), (-3, ValueError), (2.5, TypeError), (True, TypeError)]
+)
 def test_normalize_rejects_bad_n(n, exc):
     with pytest.raises(exc, match="n must"):
         sp.normalize_pattern(np.eye(2, dtype=bool), n)
@@ -209,6 +236,7 @@ def test_normalize_rejects_bad_n(n, exc):
 # --------------------------------------------------------------------------------------------
 # Colouring
 # --------------------------------------------------------------------------------------------
+
 
 def assert_orthogonal(pattern, colours):
     p = pattern | np.eye(len(pattern), dtype=bool)
@@ -229,11 +257,11 @@ def test_tridiagonal_needs_exactly_three_colours(n):
 def test_colour_counts_of_known_patterns():
     assert sp.colour_columns(np.eye(9, dtype=bool)).max() + 1 == 1
     assert sp.colour_columns(np.ones((6, 6), dtype=bool)).max() + 1 == 6
-    assert sp.colour_columns(arrow(15)).max() + 1 == 15    # a dense row: every column differs
+    assert sp.colour_columns(arrow(15)).max() + 1 == 15  # a dense row: every column differs
     assert sp.colour_columns(vdp_ring(64)).max() + 1 == 4  # row v_i holds 4 columns
     assert sp.colour_columns(vdp_ring(32)).max() + 1 == 4  # needs the iterated greedy
     assert sp.colour_columns(vdp_ring(32, reach=2)).max() + 1 == 6
-    assert sp.colour_columns(banded(25)).max() + 1 == 4    # bandwidth 2 + 1 + 1
+    assert sp.colour_columns(banded(25)).max() + 1 == 4  # bandwidth 2 + 1 + 1
 
 
 @settings(max_examples=60, deadline=None)
@@ -259,8 +287,8 @@ def test_compressed_jacobian_reconstructs_exactly(name):
 
 
 def test_colouring_verification_catches_a_broken_colouring(monkeypatch):
-    monkeypatch.setattr(sp, "_greedy", lambda adj, order: np.zeros(len(adj), dtype=np.int64))
-    monkeypatch.setattr(sp, "_dsatur", lambda adj, deg: np.zeros(len(adj), dtype=np.int64))
+    monkeypatch.setattr(colouring, "_greedy", lambda adj, order: np.zeros(len(adj), dtype=np.int64))
+    monkeypatch.setattr(colouring, "_dsatur", lambda adj, deg: np.zeros(len(adj), dtype=np.int64))
     with pytest.raises(RuntimeError, match="not orthogonal"):
         sp.colour_columns(tridiagonal(5))
 
@@ -268,6 +296,7 @@ def test_colouring_verification_catches_a_broken_colouring(monkeypatch):
 # --------------------------------------------------------------------------------------------
 # Ordering and symbolic factorisation
 # --------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("ordering", ["amd", "natural"])
 @pytest.mark.parametrize("name", sorted(PATTERNS))
@@ -306,8 +335,9 @@ def test_amd_keeps_the_natural_order_when_that_fills_less():
     for p in (vdp_ring(32), vdp_ring(20, reach=2), banded(40), arrow(30)):
         chosen = sp.analyze(p, "amd")
         natural = sp.analyze(p, "natural")
-        amd_only = sp.symbolic_lu(p[np.ix_(*(2 * [sp.amd_ordering(np.array(p | np.eye(
-            len(p), dtype=bool)))]))])
+        amd_only = sp.symbolic_lu(
+            p[np.ix_(*(2 * [sp.amd_ordering(np.array(p | np.eye(len(p), dtype=bool)))]))]
+        )
         assert chosen.nnz <= min(natural.nnz, int(amd_only.sum()))
     assert sp.analyze(arrow(30), "amd").ordering == "amd"
 
@@ -349,7 +379,7 @@ def test_structure_invariants(name, ordering):
     np.testing.assert_array_equal(s.iperm[s.perm], np.arange(n))
     assert s.nnz == s.filled.sum() == s.row_ptr[-1] == s.col_idx.size
     for i in range(n):
-        cols = s.col_idx[s.row_ptr[i]:s.row_ptr[i + 1]]
+        cols = s.col_idx[s.row_ptr[i] : s.row_ptr[i + 1]]
         assert (np.diff(cols) > 0).all()
         np.testing.assert_array_equal(cols, np.flatnonzero(s.filled[i]))
         assert s.col_idx[s.diag_ptr[i]] == i
@@ -359,16 +389,18 @@ def test_structure_invariants(name, ordering):
         assert s.jacobian_slots[i, s.colours[j]] == slot >= 0
         assert s.perm[s.col_idx[slot]] == j == s.col_orig[slot]
     assert (s.jacobian_slots >= 0).sum() == p.sum()
-    np.testing.assert_array_equal(s.jacobian_slots[np.arange(n), s.colours],
-                                  s.diag_ptr[s.iperm])
+    np.testing.assert_array_equal(s.jacobian_slots[np.arange(n), s.colours], s.diag_ptr[s.iperm])
     assert s.n_substitutions == s.nnz - n
     # the run-length form of the updates expands to the same destination list
     assert s.run_ptr[-1] == s.run_dst.size == s.run_len.size and (s.run_len > 0).all()
-    expanded = [d + t for d, ln in zip(s.run_dst.tolist(), s.run_len.tolist(), strict=True)
-                for t in range(ln)]
+    expanded = [
+        d + t
+        for d, ln in zip(s.run_dst.tolist(), s.run_len.tolist(), strict=True)
+        for t in range(ln)
+    ]
     np.testing.assert_array_equal(np.array(expanded, dtype=np.int64).reshape(-1), s.update_dst)
     for e in range(s.l_slot.size):
-        runs = s.run_len[s.run_ptr[e]:s.run_ptr[e + 1]]
+        runs = s.run_len[s.run_ptr[e] : s.run_ptr[e + 1]]
         assert runs.sum() == s.update_ptr[e + 1] - s.update_ptr[e]
     with pytest.raises(ValueError):
         s.perm[0] = 1  # read-only
@@ -394,10 +426,19 @@ def test_python_reference_solves(name, ordering):
 
 EXPORT = 'extern "C" __attribute__((visibility("default")))'
 
-COMPILED = [("arrow_reversed", "natural"), ("arrow", "amd"), ("bordered", "amd"),
-            ("bordered", "natural"), ("ring", "amd"), ("ring_wide", "amd"), ("banded", "natural"),
-            ("random_medium", "amd"), ("random_dense", "natural"), ("diagonal", "amd"),
-            ("single", "amd")]
+COMPILED = [
+    ("arrow_reversed", "natural"),
+    ("arrow", "amd"),
+    ("bordered", "amd"),
+    ("bordered", "natural"),
+    ("ring", "amd"),
+    ("ring_wide", "amd"),
+    ("banded", "natural"),
+    ("random_medium", "amd"),
+    ("random_dense", "natural"),
+    ("diagonal", "amd"),
+    ("single", "amd"),
+]
 
 
 def entry_points(name):
@@ -418,9 +459,11 @@ def entry_points(name):
 @pytest.fixture(scope="module")
 def library():
     """One shared library holding every compiled case in both emissions."""
-    parts = ['#include "shoal/config.hpp"',
-             'extern "C" __attribute__((visibility("default"), used)) '
-             "const char shoal_cache_key[] = SHOAL_CACHE_KEY;"]
+    parts = [
+        '#include "shoal/config.hpp"',
+        'extern "C" __attribute__((visibility("default"), used)) '
+        "const char shoal_cache_key[] = SHOAL_CACHE_KEY;",
+    ]
     structures = {}
     for pattern, ordering in COMPILED:
         s = sp.analyze(PATTERNS[pattern], ordering)
@@ -435,8 +478,9 @@ def library():
 
 
 def _ptr(x):
-    ctype = {np.float64: ctypes.c_double, np.float32: ctypes.c_float,
-             np.int32: ctypes.c_int}[x.dtype.type]
+    ctype = {np.float64: ctypes.c_double, np.float32: ctypes.c_float, np.int32: ctypes.c_int}[
+        x.dtype.type
+    ]
     return x.ctypes.data_as(ctypes.POINTER(ctype))
 
 
@@ -465,8 +509,11 @@ class Compiled:
         (self.factor_d if a.dtype == np.float64 else self.factor_f)(_ptr(a))
 
     def solve(self, a, b):
-        fn = {(np.float64, np.float64): self.solve_dd, (np.float32, np.float64): self.solve_fd,
-              (np.float32, np.float32): self.solve_ff}[a.dtype.type, b.dtype.type]
+        fn = {
+            (np.float64, np.float64): self.solve_dd,
+            (np.float32, np.float64): self.solve_fd,
+            (np.float32, np.float32): self.solve_ff,
+        }[a.dtype.type, b.dtype.type]
         fn(_ptr(a), _ptr(b))
 
 
@@ -492,8 +539,9 @@ def test_emitted_solver(library, case):
         assert sizes.tolist() == [s.n, s.nnz, s.n_colours]
         assert [c.colour(j) for j in range(s.n)] == s.colours.tolist()
         assert [c.diagonal_slot(i) for i in range(s.n)] == s.diag_ptr[s.iperm].tolist()
-        assert [[c.jacobian_slot(i, k) for k in range(s.n_colours)]
-                for i in range(s.n)] == s.jacobian_slots.tolist()
+        assert [
+            [c.jacobian_slot(i, k) for k in range(s.n_colours)] for i in range(s.n)
+        ] == s.jacobian_slots.tolist()
 
     rng = np.random.default_rng(11)
     for seed in range(3):
@@ -547,13 +595,13 @@ def test_emission_choice_follows_the_thresholds(monkeypatch):
     s = sp.analyze(arrow(12), "natural")
     assert s.unroll_choice(None) == (True, True)
     assert s.unroll_choice(True) == (True, True) and s.unroll_choice(False) == (False, False)
-    monkeypatch.setattr(sp, "MAX_UNROLLED_UPDATES", s.n_updates - 1)
+    monkeypatch.setattr(emission, "MAX_UNROLLED_UPDATES", s.n_updates - 1)
     assert s.unroll_choice(None) == (False, True)
     src = s.emit_cpp("A")
     assert "tab::l_slot" in src and "tab::col_orig" not in src
-    monkeypatch.setattr(sp, "MAX_UNROLLED_SUBSTITUTIONS", s.n_substitutions - 1)
+    monkeypatch.setattr(emission, "MAX_UNROLLED_SUBSTITUTIONS", s.n_substitutions - 1)
     assert s.unroll_choice(None) == (False, False)
-    monkeypatch.setattr(sp, "MAX_UNROLLED_UPDATES", s.n_updates)
+    monkeypatch.setattr(emission, "MAX_UNROLLED_UPDATES", s.n_updates)
     assert s.unroll_choice(None) == (True, False)
     with pytest.raises(TypeError, match="unrolled"):
         s.unroll_choice("yes")
@@ -576,11 +624,14 @@ def test_emission_compiles_for_the_device(tmp_path):
     __device__ table read from a host function, no unused table in either pass)."""
     s = sp.analyze(PATTERNS["bordered"], "amd")
     tiny = sp.analyze(PATTERNS["diagonal"], "amd")
-    src = "\n".join([
-        '#include "shoal/config.hpp"',
-        s.emit_cpp("DevUnrolled", True), s.emit_cpp("DevTables", False),
-        tiny.emit_cpp("TinyUnrolled", True), tiny.emit_cpp("TinyTables", False),
-        textwrap.dedent("""
+    src = "\n".join(
+        [
+            '#include "shoal/config.hpp"',
+            s.emit_cpp("DevUnrolled", True),
+            s.emit_cpp("DevTables", False),
+            tiny.emit_cpp("TinyUnrolled", True),
+            tiny.emit_cpp("TinyTables", False),
+            textwrap.dedent("""
         template <class M> __global__ void run(double* a, float* af, double* b, int* slots) {
           const int t = threadIdx.x;
           M::factor(a + t * M::nnz);
@@ -594,9 +645,21 @@ def test_emission_compiles_for_the_device(tmp_path):
         template __global__ void run<TinyUnrolled>(double*, float*, double*, int*);
         template __global__ void run<TinyTables>(double*, float*, double*, int*);
         int host_side() { return DevTables::colour(1) + DevUnrolled::jacobian_slot(0, 0); }
-        """)])
+        """),
+        ]
+    )
     (tmp_path / "k.cu").write_text(src)
-    cmd = [_nvcc(), "-std=c++17", "-arch=sm_90", f"-I{_jit.include_dir()}", "-Werror",
-           "all-warnings", "-c", str(tmp_path / "k.cu"), "-o", str(tmp_path / "k.o")]
+    cmd = [
+        _nvcc(),
+        "-std=c++17",
+        "-arch=sm_90",
+        f"-I{_jit.include_dir()}",
+        "-Werror",
+        "all-warnings",
+        "-c",
+        str(tmp_path / "k.cu"),
+        "-o",
+        str(tmp_path / "k.o"),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr

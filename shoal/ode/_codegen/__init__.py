@@ -1,0 +1,28 @@
+"""Translate a JAX right-hand side ``f(y, t, p)`` into a C++ model struct.
+
+``f`` is traced once with :func:`jax.make_jaxpr` on one trajectory's shapes (``tracing``). The
+jaxpr is then evaluated symbolically (``walker``): every array value becomes a NumPy object array
+whose elements are either Python constants or the names of C++ scalar locals (``values``).
+Equations whose inputs are all constant are folded by JAX; every other equation is translated by
+the rule its primitive maps to in ``rules``:
+
+- elementwise primitives emit one statement per element (``elementwise``);
+- data-movement primitives (slice, gather, reshape, concatenate, ...) emit nothing at all - they
+  are evaluated by JAX itself on arrays of element ids, so their semantics are JAX's by
+  construction (``data_movement``);
+- reductions fold their elements pairwise (``reductions``);
+- large contractions with a constant matrix become loops over a static table so the source stays
+  bounded (``contractions``);
+- loops whose trip count is known at trace time are unrolled, and ``lax.cond`` evaluates every
+  branch and selects (``control_flow``).
+
+The result (``model_struct``) is ``template <class T> static void rhs(const T* y, const T& t,
+const T* p, T* dy)``, instantiable with float, double, dual numbers or a sparsity tracer.
+"""
+
+from shoal.ode._codegen.contractions import DOT_TABLE_THRESHOLD as DOT_TABLE_THRESHOLD
+from shoal.ode._codegen.control_flow import MAX_UNROLL as MAX_UNROLL
+from shoal.ode._codegen.model_struct import GeneratedModel, generate_model
+from shoal.ode._codegen.tracing import ModelTraceError, trace
+
+__all__ = ["GeneratedModel", "ModelTraceError", "generate_model", "trace"]

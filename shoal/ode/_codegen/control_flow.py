@@ -1,0 +1,85 @@
+"""``scan`` and ``while`` with a trip count known at trace time are unrolled; ``cond`` evaluates
+every branch and selects. Each translates its body jaxprs with the walker, inside the equation
+(whose source line then names errors in the body)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from shoal.ode._codegen.cpp import ctype as _ctype
+from shoal.ode._codegen.cpp import is_float as _is_float
+from shoal.ode._codegen.values import Sym
+
+# Loops with a trip count known at trace time are unrolled, up to this many iterations.
+MAX_UNROLL = 10_000
+
+
+def scan(walker, eqn, ins) -> list[Sym]:
+    """Unroll a scan (fori_loop with Python-int bounds, jnp.polyval): its length is static."""
+    p = eqn.params
+    length, nc, nk = int(p["length"]), p["num_consts"], p["num_carry"]
+    if length > MAX_UNROLL:
+        raise NotImplementedError(
+            f"a 'scan' of {length} iterations is too long to unroll (at {walker.where(eqn)}); "
+            f"at most {MAX_UNROLL}"
+        )
+    consts, carry, xs = ins[:nc], list(ins[nc : nc + nk]), ins[nc + nk :]
+    y_avals = [v.aval for v in eqn.outvars[nk:]]
+    ys = [[None] * length for _ in y_avals]
+    for i in reversed(range(length)) if p["reverse"] else range(length):
+        x_i = [Sym(x.elems[i : i + 1].reshape(x.shape[1:]), x.dtype) for x in xs]
+        outs = walker.run_closed(p["jaxpr"], [*consts, *carry, *x_i])
+        carry = outs[:nk]
+        for y, out in zip(ys, outs[nk:], strict=True):
+            y[i] = out.elems
+    stacked = [
+        Sym(np.stack(y) if length else np.empty(tuple(a.shape), dtype=object), a.dtype)
+        for y, a in zip(ys, y_avals, strict=True)
+    ]
+    return carry + stacked
+
+
+def cond(walker, eqn, ins) -> list[Sym]:
+    """lax.cond/switch: every branch is evaluated and the taken one selected (they are pure,
+    and a NaN in a branch not taken must not leak, which selecting guarantees)."""
+    em = walker.em
+    index, ops, branches = ins[0], ins[1:], eqn.params["branches"]
+    if index.is_const():
+        return walker.run_closed(branches[int(index.const_value())], ops)
+    results = [walker.run_closed(b, ops) for b in branches]
+    i = em.render(index.elems[()], index.dtype)
+    outs = []
+    for j, var in enumerate(eqn.outvars):
+        dtype = np.dtype(var.aval.dtype)
+        # select() for floats, as for select_n: the sparsity tracer joins every branch.
+        pick = "select({}, {}, {})" if _is_float(dtype) else "({} ? {} : {})"
+        out = np.empty(tuple(var.aval.shape), dtype=object)
+        for idx in np.ndindex(out.shape):
+            cases = [em.render(r[j].elems[idx], dtype) for r in results]
+            expr = cases[-1]
+            for k in range(len(cases) - 2, -1, -1):
+                expr = pick.format(f"{i} == {k}", cases[k], expr)
+            out[idx] = em.assign(_ctype(dtype), expr)
+        outs.append(Sym(out, dtype))
+    return outs
+
+
+def while_loop(walker, eqn, ins) -> list[Sym]:
+    """Unroll a while loop whose condition is a constant at every iteration."""
+    p = eqn.params
+    nc, nb = p["cond_nconsts"], p["body_nconsts"]
+    cond_consts, body_consts, carry = ins[:nc], ins[nc : nc + nb], list(ins[nc + nb :])
+    for _ in range(MAX_UNROLL + 1):
+        (go,) = walker.run_closed(p["cond_jaxpr"], [*cond_consts, *carry])
+        if not go.is_const():
+            raise NotImplementedError(
+                f"'while' with a trip count that depends on the state, time or parameters is "
+                f"not supported (at {walker.where(eqn)}); loop bounds must be constants"
+            )
+        if not bool(go.const_value()):
+            return carry
+        carry = walker.run_closed(p["body_jaxpr"], [*body_consts, *carry])
+    raise NotImplementedError(
+        f"a 'while' loop ran over {MAX_UNROLL} iterations while being unrolled "
+        f"(at {walker.where(eqn)})"
+    )

@@ -1,0 +1,109 @@
+"""Symbolic evaluation of a jaxpr: variables to values, equation by equation.
+
+Call-like equations are inlined; an equation whose inputs are all constant is folded by JAX;
+every other equation goes to the rule its primitive maps to in ``rules``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import jax.extend.core as jex_core
+import jax.numpy as jnp
+import numpy as np
+
+from shoal.ode._codegen.emitter import Emitter
+from shoal.ode._codegen.jax_internals import eager, source_location
+from shoal.ode._codegen.rules import RULES
+from shoal.ode._codegen.tracing import CALL_LIKE, call_body
+from shoal.ode._codegen.values import const_sym
+
+
+class Walker:
+    def __init__(self, emitter: Emitter):
+        self.em = emitter
+        self.calls: list = []  # enclosing call-like and control-flow equations, innermost last
+
+    def where(self, eqn) -> str:
+        # Equations inside library functions (jnp.cumsum is a jit) carry no user frame; the
+        # nearest enclosing call that does is the line in f that the user can act on.
+        for e in (eqn, *reversed(self.calls)):
+            loc = source_location(e)
+            if loc:
+                return loc
+        return "<unknown location>"
+
+    @contextlib.contextmanager
+    def inside(self, eqn):
+        """Translate nested jaxprs of ``eqn`` with it as their enclosing equation."""
+        self.calls.append(eqn)
+        try:
+            yield
+        finally:
+            self.calls.pop()
+
+    def unsupported(self, eqn) -> NotImplementedError:
+        return NotImplementedError(
+            f"shoal cannot translate primitive '{eqn.primitive.name}' (at {self.where(eqn)}); "
+            "supported: arithmetic, elementary functions, comparisons, select, cond, loops with "
+            "constant bounds, indexing with constant indices, reductions and contractions"
+        )
+
+    def run(self, jaxpr, consts, args):
+        env = {}
+
+        def read(v):
+            if isinstance(v, jex_core.Literal):
+                return const_sym(np.asarray(v.val, dtype=v.aval.dtype))
+            return env[v]
+
+        for var, val in zip(jaxpr.constvars, consts, strict=True):
+            env[var] = val
+        for var, val in zip(jaxpr.invars, args, strict=True):
+            env[var] = val
+        for eqn in jaxpr.eqns:
+            ins = [read(v) for v in eqn.invars]
+            outs = self.eqn(eqn, ins)
+            for var, val in zip(eqn.outvars, outs, strict=True):
+                if not isinstance(var, jex_core.DropVar):
+                    env[var] = val
+        return [read(v) for v in jaxpr.outvars]
+
+    def run_closed(self, closed, args):
+        return self.run(closed.jaxpr, [const_sym(c) for c in closed.consts], list(args))
+
+    def eqn(self, eqn, ins):
+        name = eqn.primitive.name
+        if name in CALL_LIKE:
+            return self.inline(eqn, ins)
+        if all(s.is_const() for s in ins):
+            folded = self.fold(eqn, ins)
+            if folded is not None:
+                return folded
+        rule = RULES.get(name)
+        if rule is None:
+            raise self.unsupported(eqn)
+        return rule(self, eqn, ins)
+
+    def inline(self, eqn, ins):
+        body = call_body(eqn)
+        if body is None:
+            raise NotImplementedError(
+                f"shoal cannot translate primitive '{eqn.primitive.name}' (at {self.where(eqn)})"
+            )
+        consts, jaxpr = body
+        # custom_jvp/vjp calls may receive their consts as leading operands.
+        with self.inside(eqn):
+            return self.run(
+                jaxpr, [const_sym(c) for c in consts], ins[len(ins) - len(jaxpr.invars) :]
+            )
+
+    def fold(self, eqn, ins):
+        """Evaluate an equation with constant inputs using JAX itself; None if JAX cannot."""
+        try:
+            with eager():
+                out = eqn.primitive.bind(*[jnp.asarray(s.const_value()) for s in ins], **eqn.params)
+        except Exception:  # noqa: BLE001 - fall back to symbolic translation
+            return None
+        outs = out if eqn.primitive.multiple_results else [out]
+        return [const_sym(np.asarray(o)) for o in outs]
