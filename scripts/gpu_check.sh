@@ -9,7 +9,7 @@
 #   scripts/gpu_check.sh --only ode_gpu,bench --skip-build
 #
 # Steps: env, build, ode_gpu, linalg_gpu, smoke, bench, ode_suite (these five only with a GPU
-# visible to JAX; ode_suite = the CPU ODE suites with the GPU as default device), device_compile (tests/test_device_compile.py, test_*nvrtc*.py, test_*cuda_abi*.py: need
+# visible to JAX; ode_suite = the CPU ODE suites with the GPU as default device), device_compile (tests/cuda/test_device_compile.py, test_nvrtc.py, the CUDA ABI tests: need
 # nvcc / NVRTC / CUDA headers, not a GPU, so they run last with what is left of the budget).
 #
 # Options:
@@ -269,10 +269,11 @@ fi
 echo "shoal GPU check: root $ROOT, python $PYTHON_PATH, logs $LOG_DIR, budget ${BUDGET}s, GPU: $([ $HAVE_GPU -eq 1 ] && [ $FAKE_GPU -eq 0 ] && echo yes || echo "${GPU_NOTE:-not probed (dry run)}")"
 
 PYTEST=("$PYTHON" -m pytest -q -rs -p no:cacheprovider --durations=8)
-ODE_SUITE="tests/test_ode_accuracy.py tests/test_ode_failures.py tests/test_ode_gradients.py \
-tests/test_ode_rodas5p.py"
+ODE_SUITE="tests/ode/test_accuracy.py tests/ode/test_failures.py tests/ode/test_gradients.py \
+tests/ode/test_rodas5p.py"
 # NVRTC compile tests and the CUDA ABI checks (whichever exist): they need a toolkit, not a GPU.
-NVRTC_TESTS=$(cd "$ROOT" && ls tests/test_*nvrtc*.py tests/test_*cuda_abi*.py 2>/dev/null | tr '\n' ' ')
+NVRTC_TESTS=$(cd "$ROOT" && ls tests/cuda/test_nvrtc.py tests/cuda/test_driver_abi.py \
+  tests/*/test_*cuda_abi*.py 2>/dev/null | sort -u | tr '\n' ' ')
 
 DESC="nvidia-smi; python/jax versions and devices; package versions; cmake, c++, nvcc"
 run_step env 60 "$LOG_DIR/01_env.log" plain bash -c step_env
@@ -288,7 +289,7 @@ else
 fi
 
 if [ $HAVE_GPU -eq 1 ] || [ $DRY -eq 1 ]; then
-  run_step ode_gpu 200 "$LOG_DIR/03_ode_gpu.log" pytest "${PYTEST[@]}" tests/test_ode_gpu.py
+  run_step ode_gpu 200 "$LOG_DIR/03_ode_gpu.log" pytest "${PYTEST[@]}" tests/cuda/test_ode_gpu.py
   if [ -f "$ROOT/tests/test_linalg_gpu.py" ]; then
     run_step linalg_gpu 120 "$LOG_DIR/04_linalg_gpu.log" pytest "${PYTEST[@]}" tests/test_linalg_gpu.py
   else
@@ -315,7 +316,7 @@ fi
 # shellcheck disable=SC2086
 # Its log stays out of $OUT, which returns at most 8 files (7 logs and summary.txt).
 run_step device_compile 150 "$WORK_DIR/07_device_compile.log" pytest "${PYTEST[@]}" \
-  tests/test_device_compile.py $NVRTC_TESTS
+  tests/cuda/test_device_compile.py $NVRTC_TESTS
 
 # ---------------------------------------------------------------------------------------------
 # Summary (last)

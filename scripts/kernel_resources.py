@@ -1,6 +1,6 @@
 """Registers, stack and NVRTC compile time of every CUDA kernel variant, for one architecture.
 
-Compiles exactly what the CUDA lowering compiles (tests/test_nvrtc.py's variants: Tsit5,
+Compiles exactly what the CUDA lowering compiles (tests/cuda/test_nvrtc.py's variants: Tsit5,
 Rodas5P fp64/fp32 LU, dense and sparse, with sensitivities) with ``-Xptxas=-v``; needs NVRTC,
 no GPU.
 

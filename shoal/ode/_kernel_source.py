@@ -87,11 +87,9 @@ def _stepper_source(variant: Variant) -> tuple[list[str], str, str]:
             f"shoal::ode::SparseIterationMatrix<M, ShoalSparseStructure, {lu}>;",
         ]
         matrix = "ShoalSparseMatrix"
-    if variant.sens is not None:
-        lines.append('#include "shoal/ode/rodas5p_sensitivity.hpp"')
-        return lines, f"shoal::ode::Rodas5PSensitivityUsing<{matrix}>::Stepper", model_type
     lines.append('#include "shoal/ode/rodas5p.hpp"')
-    return lines, f"shoal::ode::Rodas5PUsing<{matrix}>::Stepper", model_type
+    stepper = "JointStepper" if variant.sens is not None else "Stepper"
+    return lines, f"shoal::ode::Rodas5PUsing<{matrix}>::{stepper}", model_type
 
 
 def library_source(model: _codegen.GeneratedModel, variant: Variant,

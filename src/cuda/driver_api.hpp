@@ -4,7 +4,7 @@
 // own ABI (opaque handles are pointers, CUdeviceptr is 64-bit, CUresult an int), and the entry
 // points are resolved from libcuda.so.1 through cuGetProcAddress at the ABI of CUDA 12.0, so the
 // signatures never change under us when a newer driver adds versions. A machine without a driver
-// or a GPU gets a message, not a crash; tests/test_cuda_abi.py checks these
+// or a GPU gets a message, not a crash; tests/cuda/test_driver_abi.py checks these
 // signatures against the toolkit's cudaTypedefs.h wherever a toolkit is installed.
 #pragma once
 

@@ -47,7 +47,7 @@ NB_MODULE(_ode_ext, m) {
       },
       "Comma-separated sm_XY of the devices the CUDA driver sees ('' without a driver).");
   // The CUDA handler's path from driver to launch, minus XLA: float64 host arrays stand in for
-  // device buffers. Only meaningful with a stand-in driver (tests/fake_cuda), which treats
+  // device buffers. Only meaningful with a stand-in driver (tests/cuda/fake_cuda), which treats
   // device pointers as host pointers and runs kernels on the CPU.
   using F64 = nb::ndarray<double, nb::c_contig, nb::device::cpu>;
   using I32 = nb::ndarray<int32_t, nb::c_contig, nb::device::cpu>;

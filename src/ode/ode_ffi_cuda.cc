@@ -21,7 +21,7 @@ namespace shoal {
 namespace {
 
 // The kernel takes ShoalEnsembleArgs by value, so host and device layouts must agree; these
-// figures are asserted for the device side by tests/test_nvrtc.py.
+// figures are asserted for the device side by tests/cuda/test_nvrtc.py.
 static_assert(sizeof(ShoalEnsembleArgs) == 160, "ShoalEnsembleArgs layout changed: bump the ABI");
 static_assert(offsetof(ShoalEnsembleArgs, y0) == 16, "ShoalEnsembleArgs layout");
 static_assert(offsetof(ShoalEnsembleArgs, options) == 80, "ShoalEnsembleArgs layout");

@@ -18,6 +18,7 @@
 #include "shoal/config.hpp"
 #include "shoal/ode/iteration_matrix.hpp"
 #include "shoal/ode/rosenbrock.hpp"
+#include "shoal/ode/rosenbrock_joint.hpp"
 
 namespace shoal {
 namespace ode {
@@ -100,13 +101,18 @@ struct Rodas5PTableau {
 };
 
 // Rodas5P over an iteration-matrix policy Matrix<Model> (DenseIterationMatrix, or a generated
-// sparse one), which fixes the factorisation's precision.
+// sparse one), which fixes the factorisation's precision: Stepper solves a model, JointStepper
+// a Sensitivity<Model, ...> (the joint system [y, S], JointSystem in rosenbrock_joint.hpp).
 template <template <class> class Matrix>
 struct Rodas5PUsing {
   template <class Model, class T>
   using Stepper =
       typename Rosenbrock<Rodas5PTableau,
                           StateSystem<Matrix>::template Type>::template Stepper<Model, T>;
+  template <class SensModel, class T>
+  using JointStepper =
+      typename Rosenbrock<Rodas5PTableau,
+                          JointSystem<Matrix>::template Type>::template Stepper<SensModel, T>;
 };
 
 // Rodas5P factorising in the state's precision, and with the factorisation's precision fixed
@@ -117,6 +123,12 @@ template <class Model, class T>
 using Rodas5PLu64 = typename Rodas5PUsing<DenseMatrixLu64>::template Stepper<Model, T>;
 template <class Model, class T>
 using Rodas5PLu32 = typename Rodas5PUsing<DenseMatrixLu32>::template Stepper<Model, T>;
+template <class SensModel, class T>
+using Rodas5PSensitivityLu64 =
+    typename Rodas5PUsing<DenseMatrixLu64>::template JointStepper<SensModel, T>;
+template <class SensModel, class T>
+using Rodas5PSensitivityLu32 =
+    typename Rodas5PUsing<DenseMatrixLu32>::template JointStepper<SensModel, T>;
 
 }  // namespace ode
 }  // namespace shoal

@@ -21,7 +21,7 @@
 //   solve(y, t, p, r)                    r ← M⁻¹ r (y, t: the step's start)
 // Because the joint system's state rows go through the same statements as the plain system's,
 // a joint solve without sensitivity error control steps, and its y values are, bit for bit the
-// plain solve's (tests/test_ode_gradients.py holds it to that).
+// plain solve's (tests/ode/test_gradients.py holds it to that).
 #pragma once
 
 #include "shoal/config.hpp"

@@ -9,7 +9,8 @@
 // Joint state layout: z = [y (n), S_0 (n), S_1 (n), ...], column-major in the columns, so the
 // state is always the leading n components (the error norm's n_error = n keeps it alone in step
 // control). Any stepper integrates Sensitivity<Model, ...> as an ordinary model (Tsit5 does);
-// Rodas5P has a dedicated joint stepper (rodas5p_sensitivity.hpp) that exploits its structure.
+// the Rosenbrock engine has a joint system of its own (rosenbrock_joint.hpp) that exploits its
+// structure.
 #pragma once
 
 #include "shoal/ad/dual.hpp"

@@ -14,7 +14,7 @@ import pytest
 
 from shoal import _jit
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _source(tag: str, body: str = "return 42;") -> str:

@@ -61,7 +61,7 @@ def _translation_unit() -> str:
     parts = [
         _namespaced(rob, "rob"), _namespaced(ring_model, "ring"),
         '#include "shoal/ode/ensemble.hpp"', '#include "shoal/ode/tsit5.hpp"',
-        '#include "shoal/ode/rodas5p.hpp"', '#include "shoal/ode/rodas5p_sensitivity.hpp"',
+        '#include "shoal/ode/rodas5p.hpp"',
         '#include "shoal/ode/sparse_iteration_matrix.hpp"',
         structure.emit_cpp("RingStructure"),
         "template <class M> using RingSparse = "
@@ -75,7 +75,7 @@ def _translation_unit() -> str:
         ("shoal::ode::Tsit5", "shoal::ode::Sensitivity<rob::Model, true, true>"),
         ("shoal::ode::Rodas5PSensitivityLu64", "shoal::ode::Sensitivity<rob::Model, false, true>"),
         ("shoal::ode::Rodas5PUsing<RingSparse>::Stepper", "ring::Model"),
-        ("shoal::ode::Rodas5PSensitivityUsing<RingSparse>::Stepper",
+        ("shoal::ode::Rodas5PUsing<RingSparse>::JointStepper",
          "shoal::ode::Sensitivity<ring::Model, false, true>"),
     ]
     for stepper, model in instances:

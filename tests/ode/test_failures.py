@@ -85,6 +85,7 @@ def test_bad_t_span_inside_jit_is_a_status():
         ({"rtol": 0.0}, "rtol must be a finite number > 0"),
         ({"rtol": -1e-6}, "rtol must be a finite number > 0"),
         ({"atol": 0.0}, "atol must be a finite number > 0"),
+        ({"atol": -1e-9}, "atol must be a finite number > 0"),
         ({"max_steps": 0}, r"max_steps must be in \[1"),
         ({"max_steps": -5}, r"max_steps must be in \[1"),
         ({"first_step": -0.1}, "first_step must be a finite number > 0"),
@@ -93,22 +94,29 @@ def test_bad_t_span_inside_jit_is_a_status():
          "lu_precision must be one of 'fp64', 'fp32'; got 'fp16'"),
         ({"error_weights": np.ones(3)}, r"error_weights must have shape \(1,\)"),
         ({"error_weights": -np.ones(1)}, "error_weights must be finite and >= 0"),
+        ({"pcoeff": np.nan}, "pcoeff must be a finite Python float"),
+        ({"lu_precision": "float32"}, "lu_precision must be one of 'fp64', 'fp32'"),
+        ({"lu_precision": None}, "lu_precision must be one of 'fp64', 'fp32'; got None"),
     ],
 )
-def test_bad_input_is_a_value_error(kwargs, match):
+@pytest.mark.parametrize("method", [None, "rodas5p", "tsit5"])  # None: the default method
+def test_bad_input_is_a_value_error(kwargs, match, method):
     args = {"y0": np.ones((2, 1)), "t_span": [0.0, 1.0], "params": np.ones((2, 1))}
+    if method is not None:
+        args["method"] = method
     args.update(kwargs)
     with pytest.raises(ValueError, match=match):
         solve(decay, args.pop("y0"), args.pop("t_span"), args.pop("params"), **args)
 
 
-def test_type_errors():
+@pytest.mark.parametrize("method", ["rodas5p", "tsit5"])
+def test_type_errors(method):
     with pytest.raises(TypeError, match="f must be callable"):
-        solve(None, np.ones(1), [0.0, 1.0])
+        solve(None, np.ones(1), [0.0, 1.0], method=method)
     with pytest.raises(TypeError, match="max_steps must be a Python int"):
-        solve(decay, np.ones(1), [0.0, 1.0], np.ones(1), max_steps=10.5)
+        solve(decay, np.ones(1), [0.0, 1.0], np.ones(1), method=method, max_steps=10.5)
     with pytest.raises(TypeError, match="y0 must be real"):
-        solve(decay, np.ones(1, complex), [0.0, 1.0], np.ones(1))
+        solve(decay, np.ones(1, complex), [0.0, 1.0], np.ones(1), method=method)
 
 
 def test_wrong_model_output_is_a_value_error():

@@ -2,7 +2,7 @@
 // loading through cuGetProcAddress, context handling, cubin choice, model checks, launch grid) is
 // then exercised without a GPU. A "cubin" here is a host shared object compiled from the same
 // CUDA source with kernel_shim.h; device pointers are host pointers; launches run serially.
-// Only what shoal calls is implemented. Test use only (tests/test_cuda_launch_path.py).
+// Only what shoal calls is implemented. Test use only (tests/cuda/test_launch_path.py).
 #include <dlfcn.h>
 #include <elf.h>
 #include <link.h>

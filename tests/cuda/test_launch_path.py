@@ -1,11 +1,11 @@
 """The CUDA handler's path from driver to launch, run on the CPU through a stand-in driver.
 
-tests/fake_cuda/fake_libcuda.cc implements the driver calls shoal makes and runs "cubins" that
+tests/cuda/fake_cuda/fake_libcuda.cc implements the driver calls shoal makes and runs "cubins" that
 are host shared objects compiled from the very CUDA source the lowering hands to NVRTC. shoal's
 own loader (cuGetProcAddress at the 12.0 ABI), context handling, choice of cubin by architecture,
 model checks and launch grid then run for real, and the results must equal the CPU solve bit for
 bit (same source, same arithmetic). The device itself is not exercised: that is
-tests/test_ode_gpu.py's job on a machine with a GPU. Each scenario runs in a fresh process
+tests/cuda/test_ode_gpu.py's job on a machine with a GPU. Each scenario runs in a fresh process
 because the driver is opened once per process.
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 CXX = shutil.which(os.environ.get("CXX", "c++")) or shutil.which("g++")
 

@@ -10,7 +10,7 @@ import pytest
 from shoal.ode import solve
 from shoal.ode._options import LuPrecision, Method, Ordering, SolveOptions, SparsityPattern
 
-HEADER = Path(__file__).resolve().parents[1] / "include" / "shoal" / "ode" / "solve_options.hpp"
+HEADER = Path(__file__).resolve().parents[2] / "include" / "shoal" / "ode" / "solve_options.hpp"
 
 
 def _cpp_fields():
