@@ -289,10 +289,10 @@ fi
 
 if [ $HAVE_GPU -eq 1 ] || [ $DRY -eq 1 ]; then
   run_step ode_gpu 200 "$LOG_DIR/03_ode_gpu.log" pytest "${PYTEST[@]}" tests/test_ode_gpu.py
-  if [ -f "$ROOT/tests/test_linalg_gpu.py" ]; then
-    run_step linalg_gpu 120 "$LOG_DIR/04_linalg_gpu.log" pytest "${PYTEST[@]}" tests/test_linalg_gpu.py
+  if [ -f "$ROOT/tests/linalg/test_eigh_gpu.py" ]; then
+    run_step linalg_gpu 120 "$LOG_DIR/04_linalg_gpu.log" pytest "${PYTEST[@]}" tests/linalg/test_eigh_gpu.py
   else
-    skip_step linalg_gpu "tests/test_linalg_gpu.py not present"
+    skip_step linalg_gpu "tests/linalg/test_eigh_gpu.py not present"
   fi
   DESC="${NVCC_FOUND:-<no nvcc found>} -std=c++17 -O3 -arch=sm_XX --fmad=false -Iinclude \
 scripts/gpu_smoke.cu -o build/gpu-check/smoke/gpu_smoke && build/gpu-check/smoke/gpu_smoke"

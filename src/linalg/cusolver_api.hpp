@@ -7,7 +7,7 @@
 //   - enums (cusolverStatus_t, cusolverEigMode_t, cublasFillMode_t, cusolverEigType_t) are
 //     4-byte integers in the C ABI: int, with the documented values below;
 //   - cuComplex / cuDoubleComplex are {x, y} pairs, only ever passed by pointer.
-// tests/test_linalg_cuda_abi.py compiles a translation unit with the real header (when a
+// tests/linalg/test_cusolver_abi.py compiles a translation unit with the real header (when a
 // toolkit is installed) and static_asserts that every declaration here matches it.
 #pragma once
 

@@ -17,7 +17,7 @@ import pytest
 
 from shoal.linalg import _cuda, _ffi, eigh
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ext = _ffi._linalg_ext
 needs_ext = pytest.mark.skipif(ext is None, reason="compiled extension not built")
 
@@ -59,7 +59,7 @@ def test_declarations_match_the_real_header():
         "-fsyntax-only",
         f"-I{include}",
         f"-I{ROOT / 'src' / 'linalg'}",
-        str(ROOT / "tests" / "linalg_cusolver_abi.cc"),
+        str(ROOT / "tests" / "linalg" / "cusolver_abi.cc"),
     ]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-4000:]
@@ -82,7 +82,7 @@ def test_abi_check_rejects_a_wrong_declaration(tmp_path):
         "-fsyntax-only",
         f"-I{_cuda_include_dirs()[0]}",
         f"-I{tmp_path}",
-        str(ROOT / "tests" / "linalg_cusolver_abi.cc"),
+        str(ROOT / "tests" / "linalg" / "cusolver_abi.cc"),
     ]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert result.returncode != 0
@@ -123,7 +123,7 @@ def test_registering_cuda_targets_leaves_the_cpu_path_alone():
 
 
 @pytest.mark.skipif(
-    any(d.platform == "gpu" for d in jax.devices()), reason="a GPU is present: see test_linalg_gpu"
+    any(d.platform == "gpu" for d in jax.devices()), reason="a GPU is present: see test_eigh_gpu"
 )
 def test_no_gpu_means_no_cuda_branch():
     ok, why = _cuda.status()

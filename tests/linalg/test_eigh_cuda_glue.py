@@ -5,7 +5,7 @@ triangle only, conj(V) left in the buffer, devInfo per matrix).
 This checks everything between the public API and the kernels — the row-/column-major and
 triangle conventions, the n <= 32 Cholesky reduction and its back-transforms for itypes 1-3,
 subset selection, the info/NaN/LinAlgError handling and derivatives — against SciPy. The kernels
-themselves (and the emulators' fidelity) are checked on a GPU by tests/test_linalg_gpu.py.
+themselves (and the emulators' fidelity) are checked on a GPU by tests/linalg/test_eigh_gpu.py.
 """
 
 import jax
@@ -15,7 +15,7 @@ import pytest
 import scipy.linalg as sl
 from jax.test_util import check_grads
 from linalg_helpers import align_phase, rand_herm, rand_spd, scramble_other_triangle
-from test_linalg_values import check_solution, tol
+from test_eigh_values import check_solution, tol
 
 from shoal.linalg import _cuda, _ffi, eigh
 from shoal.linalg._jax_impl import hermitian, jax_eigh

@@ -2,7 +2,7 @@
 Jacobi for n <= 32, syevd/sygvd above), the Cholesky-reduced small generalized path, subsets,
 gradients against the CPU kernels, failures. Skipped (reported as such) without a CUDA device.
 
-    PYTHONPATH=. python -m pytest tests/test_linalg_gpu.py -q -rs
+    PYTHONPATH=. python -m pytest tests/linalg/test_eigh_gpu.py -q -rs
 """
 
 import jax
