@@ -273,7 +273,7 @@ ODE_SUITE="tests/ode/test_accuracy.py tests/ode/test_failures.py tests/ode/test_
 tests/ode/test_rodas5p.py"
 # NVRTC compile tests and the CUDA ABI checks (whichever exist): they need a toolkit, not a GPU.
 NVRTC_TESTS=$(cd "$ROOT" && ls tests/cuda/test_nvrtc.py tests/cuda/test_driver_abi.py \
-  tests/*/test_*cuda_abi*.py 2>/dev/null | sort -u | tr '\n' ' ')
+  tests/linalg/test_cusolver_abi.py 2>/dev/null | tr '\n' ' ')
 
 DESC="nvidia-smi; python/jax versions and devices; package versions; cmake, c++, nvcc"
 run_step env 60 "$LOG_DIR/01_env.log" plain bash -c step_env
@@ -290,10 +290,10 @@ fi
 
 if [ $HAVE_GPU -eq 1 ] || [ $DRY -eq 1 ]; then
   run_step ode_gpu 200 "$LOG_DIR/03_ode_gpu.log" pytest "${PYTEST[@]}" tests/cuda/test_ode_gpu.py
-  if [ -f "$ROOT/tests/test_linalg_gpu.py" ]; then
-    run_step linalg_gpu 120 "$LOG_DIR/04_linalg_gpu.log" pytest "${PYTEST[@]}" tests/test_linalg_gpu.py
+  if [ -f "$ROOT/tests/linalg/test_eigh_gpu.py" ]; then
+    run_step linalg_gpu 120 "$LOG_DIR/04_linalg_gpu.log" pytest "${PYTEST[@]}" tests/linalg/test_eigh_gpu.py
   else
-    skip_step linalg_gpu "tests/test_linalg_gpu.py not present"
+    skip_step linalg_gpu "tests/linalg/test_eigh_gpu.py not present"
   fi
   DESC="${NVCC_FOUND:-<no nvcc found>} -std=c++17 -O3 -arch=sm_XX --fmad=false -Iinclude \
 scripts/gpu_smoke.cu -o build/gpu-check/smoke/gpu_smoke && build/gpu-check/smoke/gpu_smoke"

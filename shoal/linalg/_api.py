@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import operator
+import os
+import sys
 import warnings
 from functools import partial
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -15,54 +16,37 @@ from jax.custom_derivatives import SymbolicZero
 from shoal.linalg import _cuda, _ffi
 from shoal.linalg._jax_impl import hermitian, jax_eigh
 from shoal.linalg._jvp import default_threshold, eigh_jvp
+from shoal.linalg._options import EighOptions, Problem, problem_type
 
 __all__ = ["eigh", "eigh_gen"]
 
 
 class _Config(NamedTuple):
-    itype: int  # 0: standard problem; 1, 2, 3: generalized
-    lower: bool  # which triangle of a and b is read
-    vectors: bool
-    subset: int  # 0 all, 1 by index, 2 by value
-    il: int
-    iu: int
-    vl: float
-    vu: float
-    m: int
+    options: EighOptions  # what the primal solves
     deg_thresh: float | None
     broadening: str | None
     method: str
 
 
-def _primal(a, b, cfg: _Config, vectors: bool):
-    kw = dict(
-        lower=cfg.lower,
-        itype=cfg.itype,
-        vectors=vectors,
-        subset=cfg.subset,
-        il=cfg.il,
-        iu=cfg.iu,
-        vl=cfg.vl,
-        vu=cfg.vu,
-        m=cfg.m,
-    )
+def _primal(a, b, cfg: _Config):
+    options = cfg.options
     if cfg.method == "jax":
-        return jax_eigh(a, b, **kw)
+        return jax_eigh(a, b, options)
     # CPU: the LAPACK kernels. CUDA: the cuSOLVER kernels when cuSOLVER loads (decided once; the
     # branch exists only where a CUDA backend does). Anything else (ROCm, TPU, or CUDA without
     # cuSOLVER): the pure-JAX path. Only the branch for the compilation platform is lowered.
     branches = dict(
-        cpu=lambda a, b: _ffi.kernel_eigh(a, b, **kw),
-        default=lambda a, b: jax_eigh(a, b, **kw),
+        cpu=lambda a, b: _ffi.kernel_eigh(a, b, options),
+        default=lambda a, b: jax_eigh(a, b, options),
     )
     if _cuda.enabled():
-        branches["cuda"] = lambda a, b: _cuda.cuda_eigh(a, b, **kw)
+        branches["cuda"] = lambda a, b: _cuda.cuda_eigh(a, b, options)
     return jax.lax.platform_dependent(a, b, **branches)
 
 
 @partial(jax.custom_jvp, nondiff_argnums=(2,))
 def _eigh_core(a, b, cfg: _Config):
-    return _primal(a, b, cfg, cfg.vectors)
+    return _primal(a, b, cfg)
 
 
 @partial(_eigh_core.defjvp, symbolic_zeros=True)
@@ -72,18 +56,21 @@ def _eigh_core_jvp(cfg: _Config, primals, tangents):
     # The rule needs eigenvectors even when the caller asked for eigenvalues only. Calling the
     # custom_jvp function itself (not the kernel) keeps the rule differentiable: higher orders
     # come back here.
-    w, v, info = _eigh_core(a, b, cfg._replace(vectors=True))
+    options = cfg.options
+    w, v, info = _eigh_core(a, b, cfg._replace(options=options.replace(vectors=True)))
     # Only the named triangle is read, so the effective tangents are the Hermitian matrices that
     # triangle defines; the transpose of this map sends cotangents back to that triangle alone.
-    da = None if isinstance(da, SymbolicZero) else hermitian(da, cfg.lower)
-    db = None if (b is None or isinstance(db, SymbolicZero)) else hermitian(db, cfg.lower)
-    b_full = None if b is None else hermitian(b, cfg.lower)
+    lower = options.lower
+    da = None if isinstance(da, SymbolicZero) else hermitian(da, lower)
+    db = None if (b is None or isinstance(db, SymbolicZero)) else hermitian(db, lower)
+    b_full = None if b is None else hermitian(b, lower)
     threshold = default_threshold(w) if cfg.deg_thresh is None else cfg.deg_thresh
     dw, dv = eigh_jvp(
-        b_full, w, v, da, db, itype=cfg.itype, threshold=threshold, broadening=cfg.broadening
-    )
+        b_full, w, v, da, db, problem=options.problem, threshold=threshold,
+        broadening=cfg.broadening,
+    )  # fmt: skip
     dinfo = np.zeros(info.shape, dtype=jax.dtypes.float0)
-    if cfg.vectors:
+    if options.vectors:
         return (w, v, info), (dw, dv, dinfo)
     return (w, None, info), (dw, None, dinfo)
 
@@ -144,6 +131,16 @@ def _raise_on_failure(info, batch_shape, n: int, generalized: bool) -> None:
 _warned_fallback = False
 
 
+def _outside_stacklevel() -> int:
+    """The ``stacklevel`` that makes a warning issued by its caller point at user code (the first
+    frame outside shoal.linalg, however many of the package's frames lie in between)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == here:
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def _resolve_method(method: str) -> str:
     global _warned_fallback
     if method not in ("lapack", "jax"):
@@ -153,7 +150,7 @@ def _resolve_method(method: str) -> str:
             warnings.warn(
                 "shoal.linalg: compiled extension unavailable "
                 f"({_ffi.IMPORT_ERROR}); using method='jax'",
-                stacklevel=3,
+                stacklevel=_outside_stacklevel(),
             )
             _warned_fallback = True
         return "jax"
@@ -164,9 +161,9 @@ def _solve(
     a,
     b,
     *,
+    problem: Problem,
     lower,
     eigvals_only,
-    itype,
     subset_by_index,
     subset_by_value,
     deg_thresh,
@@ -193,34 +190,14 @@ def _solve(
                 f"the batch dimensions of a and b do not broadcast: a.shape={tuple(a.shape)}, "
                 f"b.shape={tuple(b.shape)}"
             ) from None
-    if subset_by_index is not None and subset_by_value is not None:
-        raise ValueError("pass at most one of subset_by_index and subset_by_value")
-    subset, il, iu, vl, vu, m = 0, 0, n - 1, 0.0, 0.0, n
-    if subset_by_index is not None:
-        try:
-            il, iu = (operator.index(i) for i in subset_by_index)
-        except (TypeError, ValueError):
-            raise ValueError(
-                f"subset_by_index must be two integers (first, last), got {subset_by_index!r}"
-            ) from None
-        if not 0 <= il <= iu <= n - 1:
-            raise ValueError(
-                f"subset_by_index={tuple(subset_by_index)!r} is invalid for n={n}: "
-                "need 0 <= first <= last <= n - 1"
-            )
-        subset, m = 1, iu - il + 1
-    elif subset_by_value is not None:
-        try:
-            vl, vu = (float(x) for x in subset_by_value)
-        except (TypeError, ValueError):
-            raise ValueError(
-                f"subset_by_value must be two numbers (low, high], got {subset_by_value!r}"
-            ) from None
-        if not vl < vu:
-            raise ValueError(f"subset_by_value={tuple(subset_by_value)!r}: need low < high")
-        big = float(np.finfo(np.float64).max)
-        vl, vu = max(vl, -big), min(vu, big)
-        subset = 2
+    options = EighOptions.build(
+        n,
+        problem=problem,
+        lower=lower,
+        eigvals_only=eigvals_only,
+        subset_by_index=subset_by_index,
+        subset_by_value=subset_by_value,
+    )
     if deg_thresh is not None:
         deg_thresh = float(deg_thresh)
         if not deg_thresh >= 0:
@@ -243,34 +220,15 @@ def _solve(
     a = jnp.broadcast_to(jnp.asarray(a, dtype), batch + (n, n))
     if b is not None:
         b = jnp.broadcast_to(jnp.asarray(b, dtype), batch + (n, n))
-    cfg = _Config(
-        itype=itype,
-        lower=bool(lower),
-        vectors=not eigvals_only,
-        subset=subset,
-        il=il,
-        iu=iu,
-        vl=vl,
-        vu=vu,
-        m=m,
-        deg_thresh=deg_thresh,
-        broadening=broadening,
-        method=method,
-    )
+    cfg = _Config(options=options, deg_thresh=deg_thresh, broadening=broadening, method=method)
     if n == 0:
         real = jnp.finfo(dtype).dtype
         w = jnp.zeros(batch + (0,), real)
         return w if eigvals_only else (w, jnp.zeros(batch + (0, 0), dtype))
     w, v, info = _eigh_core(a, b, cfg)
     if concrete:
-        _raise_on_failure(info, batch, n, b is not None)
+        _raise_on_failure(info, batch, n, options.generalized)
     return w if eigvals_only else (w, v)
-
-
-def _check_itype(value: Any, name: str) -> int:
-    if isinstance(value, bool) or value not in (1, 2, 3):
-        raise ValueError(f"{name} must be 1, 2 or 3; got {name}={value!r}")
-    return int(value)
 
 
 def eigh(
@@ -330,13 +288,13 @@ def eigh(
         Outside ``jit``/tracing, when an element fails (b not positive definite, no
         convergence, NaN input). Under tracing, that element's outputs are NaN instead.
     """
-    itype = _check_itype(type, "type")
+    problem = problem_type(type, "type")
     return _solve(
         a,
         b,
+        problem=Problem.STANDARD if b is None else problem,
         lower=lower,
         eigvals_only=eigvals_only,
-        itype=0 if b is None else itype,
         subset_by_index=subset_by_index,
         subset_by_value=subset_by_value,
         deg_thresh=deg_thresh,
@@ -364,13 +322,13 @@ def eigh_gen(
     """
     if b is None:
         raise ValueError("eigh_gen needs b (use eigh for the standard problem)")
-    itype = _check_itype(itype, "itype")
-    return _solve(
+    problem_type(itype, "itype")
+    return eigh(
         a,
         b,
         lower=lower,
         eigvals_only=eigvals_only,
-        itype=itype,
+        type=itype,
         subset_by_index=subset_by_index,
         subset_by_value=subset_by_value,
         deg_thresh=deg_thresh,

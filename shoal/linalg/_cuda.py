@@ -10,6 +10,7 @@ Nothing here runs on a machine without a CUDA backend: ``enabled()`` is False th
 
 from __future__ import annotations
 
+import enum
 import glob
 import os
 import sys
@@ -22,25 +23,24 @@ import numpy as np
 from jax.scipy.linalg import solve_triangular
 
 from shoal.linalg import _ffi
-from shoal.linalg._jax_impl import finish, hermitian
+from shoal.linalg._jax_impl import conj_transpose, finish, hermitian
+from shoal.linalg._options import EighOptions, Problem, Triangle
 
 # syevjBatched's limit.
 JACOBI_MAX_N = 32
 
-# info values: cuSOLVER's syevjBatched says "did not converge" with n + 1, which for the
-# generalized problem would read as "b not positive definite"; it is mapped to 1. A failed JAX
-# Cholesky does not say which minor failed: NOT_POSITIVE_DEFINITE.
-_ALGO_JACOBI = 1
-_ALGO_SYEVD = 2
+
+class Algorithm(enum.IntEnum):
+    """The standard handler's routine (its "algorithm" attribute; values as in C++)."""
+
+    JACOBI = 1  # syevjBatched, n <= JACOBI_MAX_N
+    SYEVD = 2  # syevd per matrix
+
 
 _HIGHEST = jax.lax.Precision.HIGHEST  # never TF32 in the reduction
 
 _lock = threading.Lock()
 _state: dict = {}  # "status": (ok, message), "warned": bool
-
-
-def _h(x):
-    return jnp.conj(jnp.swapaxes(x, -1, -2))
 
 
 # --------------------------------------------------------------------------------------------
@@ -167,11 +167,12 @@ def enabled() -> bool:
 
 # --------------------------------------------------------------------------------------------
 # The FFI calls. Both solve in place on the column-major view of the row-major buffer, i.e. on
-# conj(a); the returned buffer holds Vᴴ row-major (see src/linalg/eigh_ffi_cuda.cc).
+# conj(a); the returned buffer holds Vᴴ row-major (see src/linalg/eigh_ffi_cuda.cc). The kernels
+# compute all eigenpairs: ``options`` has no subset (subsets are selected in JAX).
 
 
-def call_eigh(a, *, lower: bool, vectors: bool, algorithm: int):
-    """-> (buffer (..., n, n) holding Vᴴ, w (..., n), info (...,) int32)."""
+def call_eigh(a, options: EighOptions, *, algorithm: Algorithm):
+    """The standard problem -> (buffer (..., n, n) holding Vᴴ, w (..., n), info (...,) int32)."""
     batch, n = a.shape[:-2], a.shape[-1]
     real = jnp.finfo(a.dtype).dtype
     out = [
@@ -182,11 +183,11 @@ def call_eigh(a, *, lower: bool, vectors: bool, algorithm: int):
     call = jax.ffi.ffi_call(
         "shoal_linalg_eigh_cuda", out, vmap_method="broadcast_all", input_output_aliases={0: 0}
     )
-    return call(a, lower=bool(lower), vectors=bool(vectors), algorithm=np.int64(algorithm))
+    return call(a, options=options.attribute(), algorithm=np.int64(algorithm))
 
 
-def call_eigh_gen(a, b, *, lower: bool, vectors: bool, itype: int):
-    """-> (buffer (..., n, n) holding Vᴴ, w (..., n), info (...,) int32)."""
+def call_eigh_gen(a, b, options: EighOptions):
+    """A generalized problem -> (buffer (..., n, n) holding Vᴴ, w (..., n), info (...,) int32)."""
     batch, n = a.shape[:-2], a.shape[-1]
     real = jnp.finfo(a.dtype).dtype
     out = [
@@ -201,7 +202,7 @@ def call_eigh_gen(a, b, *, lower: bool, vectors: bool, itype: int):
         vmap_method="broadcast_all",
         input_output_aliases={0: 0, 1: 1},
     )
-    buf, _, w, info = call(a, b, lower=bool(lower), vectors=bool(vectors), itype=np.int64(itype))
+    buf, _, w, info = call(a, b, options=options.attribute())
     return buf, w, info
 
 
@@ -231,71 +232,65 @@ def _sanitize(x, lower: bool, ok, identity: bool):
     return jnp.where(ok[..., None, None], x, fill)
 
 
-def _standard(a, *, lower: bool, vectors: bool):
+def _standard(a, options: EighOptions):
+    """All eigenpairs of the standard problem ``options`` (no subset)."""
     n = a.shape[-1]
-    algorithm = _ALGO_JACOBI if n <= JACOBI_MAX_N else _ALGO_SYEVD
-    buf, w, info = call_eigh(a, lower=lower, vectors=vectors, algorithm=algorithm)
-    if algorithm == _ALGO_JACOBI:
+    algorithm = Algorithm.JACOBI if n <= JACOBI_MAX_N else Algorithm.SYEVD
+    buf, w, info = call_eigh(a, options, algorithm=algorithm)
+    if algorithm == Algorithm.JACOBI:
+        # syevjBatched says "did not converge" with n + 1, which for the generalized problem
+        # would read as "b not positive definite".
         info = jnp.where(info == n + 1, 1, info)
-    return w, (_h(buf) if vectors else None), info
+    return w, (conj_transpose(buf) if options.vectors else None), info
 
 
-def _generalized_small(a, b, *, lower: bool, itype: int, vectors: bool):
+def _generalized_small(a, b, options: EighOptions):
     """n <= 32: B = L Lᴴ in JAX (batched on the GPU), the reduced standard problem through the
     batched Jacobi kernel, then the back-transform; LAPACK's conventions (vᴴ B v = I for types
-    1 and 2, vᴴ B⁻¹ v = I for type 3)."""
+    1 and 2, vᴴ B⁻¹ v = I for type 3). A failed Cholesky does not say which minor failed:
+    info NOT_POSITIVE_DEFINITE."""
     n = a.shape[-1]
-    a = hermitian(a, lower)
-    b = hermitian(b, lower)
+    a = hermitian(a, options.lower)
+    b = hermitian(b, options.lower)
     low = jnp.linalg.cholesky(b, symmetrize_input=False)
     chol_ok = jnp.all(jnp.isfinite(low), axis=(-2, -1))
     low = jnp.where(chol_ok[..., None, None], low, jnp.eye(n, dtype=low.dtype))
-    if itype == 1:  # C = L⁻¹ A L⁻ᴴ
+    low_h = conj_transpose(low)
+    if options.problem is Problem.TYPE1:  # C = L⁻¹ A L⁻ᴴ
         x = solve_triangular(low, a, lower=True)
-        c = _h(solve_triangular(low, _h(x), lower=True))
+        c = conj_transpose(solve_triangular(low, conj_transpose(x), lower=True))
     else:  # C = Lᴴ A L
-        c = jnp.matmul(jnp.matmul(_h(low), a, precision=_HIGHEST), low, precision=_HIGHEST)
-    c = 0.5 * (c + _h(c))
-    w, u, info = _standard(c, lower=True, vectors=vectors)
+        c = jnp.matmul(jnp.matmul(low_h, a, precision=_HIGHEST), low, precision=_HIGHEST)
+    c = 0.5 * (c + conj_transpose(c))
+    reduced = options.replace(problem=Problem.STANDARD, triangle=Triangle.LOWER)
+    w, u, info = _standard(c, reduced)
     v = None
-    if vectors:
-        if itype == 3:  # v = L u
+    if options.vectors:
+        if options.problem is Problem.TYPE3:  # v = L u
             v = jnp.matmul(low, u, precision=_HIGHEST)
         else:  # v = L⁻ᴴ u
-            v = solve_triangular(_h(low), u, lower=False)
+            v = solve_triangular(low_h, u, lower=False)
     info = jnp.where(chol_ok, info, _ffi.NOT_POSITIVE_DEFINITE)
     return w, v, info
 
 
-def cuda_eigh(
-    a,
-    b,
-    *,
-    lower: bool,
-    itype: int,
-    vectors: bool,
-    subset: int,
-    il: int,
-    iu: int,
-    vl: float,
-    vu: float,
-    m: int,
-):
+def cuda_eigh(a, b, options: EighOptions):
     """Same contract as ``_ffi.kernel_eigh``: returns (w, v or None, info)."""
-    del m  # implied by the subset
     n = a.shape[-1]
+    lower = options.lower
+    whole = options.whole()  # the kernels compute everything; finish() selects the subset
     ok = _finite(a, lower)
     if b is not None:
         ok = ok & _finite(b, lower)
     a = _sanitize(a, lower, ok, identity=False)
     if b is None:
-        w, v, info = _standard(a, lower=lower, vectors=vectors)
+        w, v, info = _standard(a, whole)
     else:
         b = _sanitize(b, lower, ok, identity=True)
         if n <= JACOBI_MAX_N:
-            w, v, info = _generalized_small(a, b, lower=lower, itype=itype, vectors=vectors)
+            w, v, info = _generalized_small(a, b, whole)
         else:
-            buf, w, info = call_eigh_gen(a, b, lower=lower, vectors=vectors, itype=itype)
-            v = _h(buf) if vectors else None
+            buf, w, info = call_eigh_gen(a, b, whole)
+            v = conj_transpose(buf) if options.vectors else None
     info = jnp.where(ok, info, _ffi.NON_FINITE_INPUT).astype(jnp.int32)
-    return finish(w, v, info, vectors=vectors, subset=subset, il=il, iu=iu, vl=vl, vu=vu)
+    return finish(w, v, info, options)

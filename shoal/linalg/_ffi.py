@@ -6,6 +6,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from shoal.linalg._options import EighOptions
+
 try:
     from shoal.linalg import _linalg_ext
 except ImportError as exc:  # pragma: no cover - depends on the build
@@ -101,46 +103,22 @@ def _register() -> None:
     _registered = True
 
 
-def kernel_eigh(
-    a,
-    b,
-    *,
-    lower: bool,
-    itype: int,
-    vectors: bool,
-    subset: int,
-    il: int,
-    iu: int,
-    vl: float,
-    vu: float,
-    m: int,
-):
-    """One batched kernel call. ``a``/``b``: (..., n, n), same shape and dtype; only the
-    ``lower`` (else upper) triangle is read.
+def kernel_eigh(a, b, options: EighOptions):
+    """One batched kernel call. ``a``/``b`` (b None for the standard problem): (..., n, n), same
+    shape and dtype; only the triangle ``options.triangle`` is read.
 
     Returns ``(w, v, info)``: w (..., m) real, v (..., n, m) or None, info (...,) int32.
     """
     _register()
     batch, n = a.shape[:-2], a.shape[-1]
+    m = options.count(n)
     real = jnp.finfo(a.dtype).dtype
     out = [
         jax.ShapeDtypeStruct(batch + (m,), real),
-        jax.ShapeDtypeStruct(batch + ((n, m) if vectors else (0,)), a.dtype),
+        jax.ShapeDtypeStruct(batch + ((n, m) if options.vectors else (0,)), a.dtype),
         jax.ShapeDtypeStruct(batch, np.int32),
     ]
-    attrs = dict(
-        lower=bool(lower),
-        vectors=bool(vectors),
-        subset=np.int64(subset),
-        il=np.int64(il),
-        iu=np.int64(iu),
-        vl=np.float64(vl),
-        vu=np.float64(vu),
-    )
-    if b is None:
-        call = jax.ffi.ffi_call("shoal_linalg_eigh_cpu", out, vmap_method="broadcast_all")
-        w, v, info = call(a, **attrs)
-    else:
-        call = jax.ffi.ffi_call("shoal_linalg_eigh_gen_cpu", out, vmap_method="broadcast_all")
-        w, v, info = call(a, b, itype=np.int64(itype), **attrs)
-    return w, (v if vectors else None), info
+    target = "shoal_linalg_eigh_cpu" if b is None else "shoal_linalg_eigh_gen_cpu"
+    call = jax.ffi.ffi_call(target, out, vmap_method="broadcast_all")
+    w, v, info = call(*([a] if b is None else [a, b]), options=options.attribute())
+    return w, (v if options.vectors else None), info

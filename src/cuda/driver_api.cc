@@ -39,8 +39,7 @@ Loader load() {
   if (lib == nullptr) {
     const char* why = dlerror();
     r.error = std::string("no CUDA driver: ") + path + " could not be opened (" +
-              (why ? why : "unknown reason") +
-              "); shoal's GPU path needs an NVIDIA driver and GPU";
+              (why ? why : "unknown reason") + "); shoal's GPU path needs an NVIDIA driver and GPU";
     return r;
   }
   auto get_v2 = reinterpret_cast<CuGetProcAddressV2>(dlsym(lib, "cuGetProcAddress_v2"));
@@ -64,8 +63,7 @@ Loader load() {
        "cuGetErrorString"},
       {resolve(lib, get_v2, get_v1, "cuStreamGetCtx", "cuStreamGetCtx", &a.cuStreamGetCtx),
        "cuStreamGetCtx"},
-      {resolve(lib, get_v2, get_v1, "cuCtxPushCurrent", "cuCtxPushCurrent_v2",
-               &a.cuCtxPushCurrent),
+      {resolve(lib, get_v2, get_v1, "cuCtxPushCurrent", "cuCtxPushCurrent_v2", &a.cuCtxPushCurrent),
        "cuCtxPushCurrent"},
       {resolve(lib, get_v2, get_v1, "cuCtxPopCurrent", "cuCtxPopCurrent_v2", &a.cuCtxPopCurrent),
        "cuCtxPopCurrent"},
@@ -84,6 +82,8 @@ Loader load() {
        "cuModuleGetGlobal"},
       {resolve(lib, get_v2, get_v1, "cuMemcpyDtoH", "cuMemcpyDtoH_v2", &a.cuMemcpyDtoH),
        "cuMemcpyDtoH"},
+      {resolve(lib, get_v2, get_v1, "cuMemcpyAsync", "cuMemcpyAsync", &a.cuMemcpyAsync),
+       "cuMemcpyAsync"},
       {resolve(lib, get_v2, get_v1, "cuFuncGetAttribute", "cuFuncGetAttribute",
                &a.cuFuncGetAttribute),
        "cuFuncGetAttribute"},

@@ -54,6 +54,7 @@ struct DriverApi {
   CUresult (*cuModuleGetGlobal)(CUdeviceptr* pointer, size_t* bytes, CUmodule module,
                                 const char* name);
   CUresult (*cuMemcpyDtoH)(void* host, CUdeviceptr device, size_t bytes);
+  CUresult (*cuMemcpyAsync)(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream);
   CUresult (*cuFuncGetAttribute)(int* value, int attribute, CUfunction function);
   CUresult (*cuLaunchKernel)(CUfunction function, unsigned int grid_x, unsigned int grid_y,
                              unsigned int grid_z, unsigned int block_x, unsigned int block_y,

@@ -7,11 +7,12 @@
 //   - enums (cusolverStatus_t, cusolverEigMode_t, cublasFillMode_t, cusolverEigType_t) are
 //     4-byte integers in the C ABI: int, with the documented values below;
 //   - cuComplex / cuDoubleComplex are {x, y} pairs, only ever passed by pointer.
-// tests/test_linalg_cuda_abi.py compiles a translation unit with the real header (when a
+// tests/linalg/test_cusolver_abi.py compiles a translation unit with the real header (when a
 // toolkit is installed) and static_asserts that every declaration here matches it.
 #pragma once
 
 #include <string>
+#include <type_traits>
 
 namespace shoal::linalg::cusolver {
 
@@ -27,18 +28,10 @@ struct DoubleComplex {  // cuDoubleComplex (double2)
   double x, y;
 };
 
+// The eigenvalue type of element type T.
 template <typename T>
-struct RealType {  // the eigenvalue type of element type T
-  using type = T;
-};
-template <>
-struct RealType<Complex> {
-  using type = float;
-};
-template <>
-struct RealType<DoubleComplex> {
-  using type = double;
-};
+using RealOf = std::conditional_t<std::is_same_v<T, Complex>, float,
+                                  std::conditional_t<std::is_same_v<T, DoubleComplex>, double, T>>;
 
 // cusolverStatus_t
 inline constexpr Status kStatusSuccess = 0;
@@ -119,24 +112,20 @@ struct Api {
   Routines<DoubleComplex, double> z;
 };
 
+// The routines of element type T (float, double, Complex, DoubleComplex).
 template <typename T>
-struct RoutinesFor;
-template <>
-struct RoutinesFor<float> {
-  static const Routines<float, float>& get(const Api& api) { return api.s; }
-};
-template <>
-struct RoutinesFor<double> {
-  static const Routines<double, double>& get(const Api& api) { return api.d; }
-};
-template <>
-struct RoutinesFor<Complex> {
-  static const Routines<Complex, float>& get(const Api& api) { return api.c; }
-};
-template <>
-struct RoutinesFor<DoubleComplex> {
-  static const Routines<DoubleComplex, double>& get(const Api& api) { return api.z; }
-};
+const Routines<T, RealOf<T>>& routines_for(const Api& api) {
+  if constexpr (std::is_same_v<T, float>) {
+    return api.s;
+  } else if constexpr (std::is_same_v<T, double>) {
+    return api.d;
+  } else if constexpr (std::is_same_v<T, Complex>) {
+    return api.c;
+  } else {
+    static_assert(std::is_same_v<T, DoubleComplex>, "a cuSOLVER element type");
+    return api.z;
+  }
+}
 
 // Opens `path` (a soname or a file path) and resolves every symbol. With `noload`, only a
 // library already loaded in the process is used (RTLD_NOLOAD). Returns "" on success (the

@@ -86,10 +86,11 @@ EighWorkspace<T>::EighWorkspace(const EighProblem& p) : p_(p) {
   n_ = static_cast<lapack_int>(p.n);
   const int64_t nn = p.n * p.n;  // 64-bit: n up to 46340 would overflow int
   a_.resize(static_cast<size_t>(std::max<int64_t>(1, nn)));
-  if (p.generalized) b_.resize(static_cast<size_t>(std::max<int64_t>(1, nn)));
+  if (p.generalized()) b_.resize(static_cast<size_t>(std::max<int64_t>(1, nn)));
   w_.resize(static_cast<size_t>(std::max<int64_t>(1, p.n)));
   if (p.subset != Subset::kAll) {
-    if (p.vectors) z_.resize(static_cast<size_t>(std::max<int64_t>(1, p.n * std::max<int64_t>(1, p.m))));
+    if (p.vectors)
+      z_.resize(static_cast<size_t>(std::max<int64_t>(1, p.n * std::max<int64_t>(1, p.m))));
     isuppz_.resize(static_cast<size_t>(std::max<int64_t>(2, 2 * p.n)));
     ifail_.resize(static_cast<size_t>(std::max<int64_t>(1, p.n)));
   }
@@ -100,14 +101,14 @@ template <typename T>
 void EighWorkspace<T>::query() {
   using F = LapackFns<T>;
   char jobz = p_.vectors ? 'V' : 'N';
-  char uplo = p_.lower ? 'U' : 'L';  // row-major lower = column-major upper
+  char uplo = p_.lower() ? 'U' : 'L';  // row-major lower = column-major upper
   lapack_int n = n_, lda = std::max<lapack_int>(1, n_), info = 0, query = -1;
-  lapack_int itype = static_cast<lapack_int>(p_.itype);
+  lapack_int itype = static_cast<lapack_int>(p_.itype());
   T work_q{};
   R rwork_q{};
   lapack_int iwork_q = 0;
   if (p_.subset == Subset::kAll) {
-    if (!p_.generalized) {
+    if (!p_.generalized()) {
       if constexpr (kIsComplex<T>) {
         F::syevd(&jobz, &uplo, &n, a_.data(), &lda, w_.data(), &work_q, &query, &rwork_q, &query,
                  &iwork_q, &query, &info);
@@ -127,7 +128,7 @@ void EighWorkspace<T>::query() {
     lwork_ = workspace_size(real_part(work_q));
     lrwork_ = workspace_size(rwork_q);
     liwork_ = std::max<lapack_int>(1, iwork_q);
-  } else if (!p_.generalized) {
+  } else if (!p_.generalized()) {
     char range = p_.subset == Subset::kByIndex ? 'I' : 'V';
     R vl = static_cast<R>(p_.vl), vu = static_cast<R>(p_.vu), abstol = 0;
     lapack_int il = 1, iu = std::max<lapack_int>(1, n), m = 0;
@@ -173,19 +174,19 @@ template <typename T>
 int32_t EighWorkspace<T>::run_lapack(lapack_int* found) {
   using F = LapackFns<T>;
   char jobz = p_.vectors ? 'V' : 'N';
-  char uplo = p_.lower ? 'U' : 'L';  // row-major lower = column-major upper
+  char uplo = p_.lower() ? 'U' : 'L';  // row-major lower = column-major upper
   lapack_int n = n_, lda = std::max<lapack_int>(1, n_), info = 0;
-  lapack_int itype = static_cast<lapack_int>(p_.itype);
+  lapack_int itype = static_cast<lapack_int>(p_.itype());
   lapack_int lwork = lwork_, lrwork = lrwork_, liwork = liwork_;
   *found = n;
   if (p_.subset == Subset::kAll) {
-    if (!p_.generalized) {
+    if (!p_.generalized()) {
       if constexpr (kIsComplex<T>) {
-        F::syevd(&jobz, &uplo, &n, a_.data(), &lda, w_.data(), work_.data(), &lwork,
-                 rwork_.data(), &lrwork, iwork_.data(), &liwork, &info);
+        F::syevd(&jobz, &uplo, &n, a_.data(), &lda, w_.data(), work_.data(), &lwork, rwork_.data(),
+                 &lrwork, iwork_.data(), &liwork, &info);
       } else {
-        F::syevd(&jobz, &uplo, &n, a_.data(), &lda, w_.data(), work_.data(), &lwork,
-                 iwork_.data(), &liwork, &info);
+        F::syevd(&jobz, &uplo, &n, a_.data(), &lda, w_.data(), work_.data(), &lwork, iwork_.data(),
+                 &liwork, &info);
       }
     } else {
       if constexpr (kIsComplex<T>) {
@@ -206,7 +207,7 @@ int32_t EighWorkspace<T>::run_lapack(lapack_int* found) {
   if (p_.subset == Subset::kByValue) il = 1, iu = std::max<lapack_int>(1, n);
   lapack_int m = 0;
   T* z = p_.vectors ? z_.data() : a_.data();
-  if (!p_.generalized) {
+  if (!p_.generalized()) {
     if constexpr (kIsComplex<T>) {
       F::syevr(&jobz, &range, &uplo, &n, a_.data(), &lda, &vl, &vu, &il, &iu, &abstol, &m,
                w_.data(), z, &lda, isuppz_.data(), work_.data(), &lwork, rwork_.data(), &lrwork,
@@ -238,11 +239,12 @@ int32_t EighWorkspace<T>::solve(const T* a, const T* b, R* w, T* v) {
   if (n == 0) return 0;
   int32_t status = 0;
   lapack_int found = 0;
-  if (!triangle_finite(a, n, p_.lower) || (p_.generalized && !triangle_finite(b, n, p_.lower))) {
+  if (!triangle_finite(a, n, p_.lower()) ||
+      (p_.generalized() && !triangle_finite(b, n, p_.lower()))) {
     status = kNonFiniteInput;
   } else {
     std::memcpy(a_.data(), a, sizeof(T) * static_cast<size_t>(nn));
-    if (p_.generalized) std::memcpy(b_.data(), b, sizeof(T) * static_cast<size_t>(nn));
+    if (p_.generalized()) std::memcpy(b_.data(), b, sizeof(T) * static_cast<size_t>(nn));
     status = run_lapack(&found);
   }
   if (status != 0) {
@@ -261,7 +263,8 @@ int32_t EighWorkspace<T>::solve(const T* a, const T* b, R* w, T* v) {
       // By-value subset with fewer eigenvalues in range than the padded width: the padding
       // columns are zero (their eigenvalues are NaN).
       for (int64_t k = 0; k < n; ++k) {
-        for (int64_t j = 0; j < m; ++j) v[k * m + j] = j < kept ? conj_if_complex(z[j * n + k]) : T(0);
+        for (int64_t j = 0; j < m; ++j)
+          v[k * m + j] = j < kept ? conj_if_complex(z[j * n + k]) : T(0);
       }
     }
   }

@@ -10,22 +10,16 @@
 #include <cstdint>
 #include <vector>
 
+#include "eigh_options.hpp"
 #include "lapack.hpp"
 
 namespace shoal::linalg {
 
-enum class Subset : int64_t { kAll = 0, kByIndex = 1, kByValue = 2 };
-
-struct EighProblem {
-  int64_t n = 0;            // matrix order
-  int64_t m = 0;            // eigenpairs returned: length of w, columns of v
-  bool generalized = false;
-  int64_t itype = 1;        // 1: A v = λ B v, 2: A B v = λ v, 3: B A v = λ v
-  bool vectors = true;      // jobz = 'V' (else 'N': eigenvalues only)
-  bool lower = true;        // read the row-major lower (else upper) triangle of a and b
-  Subset subset = Subset::kAll;
-  int64_t il = 0, iu = -1;  // 0-based, inclusive (kByIndex)
-  double vl = 0, vu = 0;    // half-open (vl, vu] (kByValue)
+// The options (what is solved: vectors give jobz, the triangle uplo, the problem itype) for
+// matrices of order n.
+struct EighProblem : EighOptions {
+  int64_t n = 0;  // matrix order
+  int64_t m = 0;  // eigenpairs returned: length of w, columns of v
 };
 
 // Status of one batch element: 0 success, kNonFiniteInput for NaN/Inf input, otherwise LAPACK's
@@ -41,9 +35,10 @@ class EighWorkspace {
   // May throw std::bad_alloc or std::length_error (workspace beyond 32-bit LAPACK integers).
   explicit EighWorkspace(const EighProblem& p);
 
-  // a, b: row-major n×n, only the named triangle read (b ignored for the standard problem). w: m values (NaN padding for a
-  // by-value subset with fewer than m eigenvalues in range). v: row-major n×m, or nullptr when
-  // !vectors. Returns the status code described above; on failure w and v are NaN.
+  // a, b: row-major n×n, only the named triangle read (b ignored for the standard problem).
+  // w: m values (NaN padding for a by-value subset with fewer than m eigenvalues in range).
+  // v: row-major n×m, or nullptr when !vectors. Returns the status code described above; on
+  // failure w and v are NaN.
   int32_t solve(const T* a, const T* b, R* w, T* v);
 
  private:

@@ -38,6 +38,7 @@ FUNCTIONS = [
     ("cuModuleGetFunction", "PFN_cuModuleGetFunction_v2000"),
     ("cuModuleGetGlobal", "PFN_cuModuleGetGlobal_v3020"),
     ("cuMemcpyDtoH", "PFN_cuMemcpyDtoH_v3020"),
+    ("cuMemcpyAsync", "PFN_cuMemcpyAsync_v4000"),
     ("cuFuncGetAttribute", "PFN_cuFuncGetAttribute_v2020"),
     ("cuLaunchKernel", "PFN_cuLaunchKernel_v4000"),
 ]

@@ -125,6 +125,10 @@ CUresult cuMemcpyDtoH_v2(void* host, unsigned long long device, size_t bytes) {
   std::memcpy(host, reinterpret_cast<const void*>(device), bytes);
   return 0;
 }
+CUresult cuMemcpyAsync(unsigned long long dst, unsigned long long src, size_t bytes, void*) {
+  std::memcpy(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
+  return 0;
+}
 CUresult cuFuncGetAttribute(int* value, int attribute, void*) {
   if (attribute != 0) return 1;
   *value = 1024;
@@ -185,6 +189,7 @@ CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, unsign
       {"cuModuleGetFunction", reinterpret_cast<void*>(&cuModuleGetFunction)},
       {"cuModuleGetGlobal", reinterpret_cast<void*>(&cuModuleGetGlobal_v2)},
       {"cuMemcpyDtoH", reinterpret_cast<void*>(&cuMemcpyDtoH_v2)},
+      {"cuMemcpyAsync", reinterpret_cast<void*>(&cuMemcpyAsync)},
       {"cuFuncGetAttribute", reinterpret_cast<void*>(&cuFuncGetAttribute)},
       {"cuLaunchKernel", reinterpret_cast<void*>(&cuLaunchKernel)},
   };

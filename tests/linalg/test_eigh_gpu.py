@@ -2,7 +2,7 @@
 Jacobi for n <= 32, syevd/sygvd above), the Cholesky-reduced small generalized path, subsets,
 gradients against the CPU kernels, failures. Skipped (reported as such) without a CUDA device.
 
-    PYTHONPATH=. python -m pytest tests/test_linalg_gpu.py -q -rs
+    PYTHONPATH=. python -m pytest tests/linalg/test_eigh_gpu.py -q -rs
 """
 
 import jax
@@ -11,9 +11,18 @@ import numpy as np
 import pytest
 import scipy.linalg as sl
 from jax.test_util import check_grads
-from linalg_helpers import align_phase, rand_herm, rand_spd, scramble_other_triangle
+from linalg_helpers import (
+    align_phase,
+    check_b_not_positive_definite,
+    check_subset_layout,
+    rand_herm,
+    rand_spd,
+    scramble_other_triangle,
+    subset_kwargs,
+)
 
 from shoal.linalg import _cuda, eigh, eigh_gen
+from shoal.linalg._options import EighOptions
 
 
 def _gpus():
@@ -111,8 +120,10 @@ def test_jacobi_and_syevd_agree(dtype):
     """The two standard kernels on the same matrices (n = 16 fits both)."""
     rng = np.random.default_rng(1)
     a = gpu(rand_herm(rng, 16, dtype, (4,)))
-    b1, w1, i1 = jax.jit(lambda a: _cuda.call_eigh(a, lower=True, vectors=True, algorithm=1))(a)
-    b2, w2, i2 = jax.jit(lambda a: _cuda.call_eigh(a, lower=True, vectors=True, algorithm=2))(a)
+    options = EighOptions()  # standard, lower triangle, vectors, all eigenpairs
+    jacobi, syevd = _cuda.Algorithm.JACOBI, _cuda.Algorithm.SYEVD
+    b1, w1, i1 = jax.jit(lambda a: _cuda.call_eigh(a, options, algorithm=jacobi))(a)
+    b2, w2, i2 = jax.jit(lambda a: _cuda.call_eigh(a, options, algorithm=syevd))(a)
     assert not np.any(i1) and not np.any(i2)
     np.testing.assert_allclose(w1, w2, atol=rel_tol(dtype, 16) * np.abs(w2).max(), rtol=0)
     v1 = np.conj(np.swapaxes(np.asarray(b1), -1, -2))
@@ -136,19 +147,13 @@ def test_subsets_match_scipy(itype, mode, n):
     a = rand_herm(rng, n, np.complex128)
     b = None if itype == 0 else rand_spd(rng, n, np.complex128)
     full = sl.eigh(a, b, type=max(itype, 1), eigvals_only=True)
-    if mode == "index":
-        kw = dict(subset_by_index=(2, 6))
-    else:
-        kw = dict(subset_by_value=(0.5 * (full[1] + full[2]), 0.5 * (full[6] + full[7])))
+    kw = subset_kwargs(mode, full, 2, 6)
     ref_w, ref_v = sl.eigh(a, b, type=max(itype, 1), **kw)
     w, v = eigh(gpu(a), gpu(b), type=max(itype, 1), **kw)
     w, v = np.asarray(w), np.asarray(v)
     k = len(ref_w)
     assert k == 5
-    if mode == "value":
-        assert w.shape == (n,) and np.all(np.isnan(w[k:])) and np.all(v[:, k:] == 0)
-    else:
-        assert w.shape == (k,) and v.shape == (n, k)
+    check_subset_layout(mode, n, k, w, v)
     np.testing.assert_allclose(w[:k], ref_w, atol=1e-11 * np.abs(full).max(), rtol=0)
     np.testing.assert_allclose(align_phase(v[:, :k], ref_v), ref_v, atol=1e-8, rtol=0)
 
@@ -189,18 +194,7 @@ def test_check_grads_on_gpu(itype):
 
 @pytest.mark.parametrize("n", [8, 64])
 def test_b_not_positive_definite(n):
-    rng = np.random.default_rng(5)
-    a = rand_herm(rng, n, np.float64, (3,))
-    b = rand_spd(rng, n, np.float64, (3,))
-    b[1] = -b[1]
-    with pytest.raises(np.linalg.LinAlgError, match=r"batch index \(1,\): b is not positive"):
-        eigh(gpu(a), gpu(b))
-    w, v = jax.jit(eigh)(gpu(a), gpu(b))
-    w, v = np.asarray(w), np.asarray(v)
-    assert np.all(np.isnan(w[1])) and np.all(np.isnan(v[1]))
-    for i in (0, 2):
-        ref = sl.eigh(a[i], b[i], eigvals_only=True)
-        np.testing.assert_allclose(w[i], ref, atol=1e-10 * np.abs(ref).max(), rtol=0)
+    check_b_not_positive_definite(n, gpu)
 
 
 @pytest.mark.parametrize("n", [8, 64])

@@ -5,7 +5,7 @@ triangle only, conj(V) left in the buffer, devInfo per matrix).
 This checks everything between the public API and the kernels — the row-/column-major and
 triangle conventions, the n <= 32 Cholesky reduction and its back-transforms for itypes 1-3,
 subset selection, the info/NaN/LinAlgError handling and derivatives — against SciPy. The kernels
-themselves (and the emulators' fidelity) are checked on a GPU by tests/test_linalg_gpu.py.
+themselves (and the emulators' fidelity) are checked on a GPU by tests/linalg/test_eigh_gpu.py.
 """
 
 import jax
@@ -14,11 +14,21 @@ import numpy as np
 import pytest
 import scipy.linalg as sl
 from jax.test_util import check_grads
-from linalg_helpers import align_phase, rand_herm, rand_spd, scramble_other_triangle
-from test_linalg_values import check_solution, tol
+from linalg_helpers import (
+    align_phase,
+    check_b_not_positive_definite,
+    check_subset_layout,
+    rand_herm,
+    rand_spd,
+    scramble_other_triangle,
+    solve_subset,
+    subset_kwargs,
+)
+from test_eigh_values import check_solution, tol
 
 from shoal.linalg import _cuda, _ffi, eigh
 from shoal.linalg._jax_impl import hermitian, jax_eigh
+from shoal.linalg._options import Problem, Subset, Triangle
 
 DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
 
@@ -36,8 +46,10 @@ class FakeCusolver:
         ok = jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in xs]))
         jax.debug.callback(lambda ok: self.saw_non_finite.append(not bool(ok)), ok)
 
-    def call_eigh(self, a, *, lower, vectors, algorithm):
+    def call_eigh(self, a, options, *, algorithm):
         n = a.shape[-1]
+        lower, vectors = options.lower, options.vectors
+        assert options.problem == Problem.STANDARD and options.subset == Subset.ALL
         assert algorithm in (1, 2)
         assert algorithm == 2 or n <= _cuda.JACOBI_MAX_N
         self.calls.append(("eigh", n, algorithm))
@@ -52,16 +64,16 @@ class FakeCusolver:
             w = jnp.where(self.fail_convergence[..., None], 12345.0, w)
         return buf, w, info
 
-    def call_eigh_gen(self, a, b, *, lower, vectors, itype):
+    def call_eigh_gen(self, a, b, options):
         n = a.shape[-1]
+        vectors = options.vectors
+        assert options.generalized and options.subset == Subset.ALL
         assert n > _cuda.JACOBI_MAX_N
-        self.calls.append(("gen", n, itype))
+        self.calls.append(("gen", n, options.problem))
         self._check_finite(a, b)
         av, bv = jnp.swapaxes(a, -1, -2), jnp.swapaxes(b, -1, -2)
-        w, v, info = jax_eigh(
-            av, bv, lower=not lower, itype=itype, vectors=True, subset=0, il=0, iu=n - 1,
-            vl=0.0, vu=0.0, m=n,
-        )  # fmt: skip
+        flipped = Triangle.UPPER if options.lower else Triangle.LOWER
+        w, v, info = jax_eigh(av, bv, options.replace(triangle=flipped, vectors=True))
         # sygvd: info = n + k when the minor of order k of B is not positive definite
         buf = jnp.swapaxes(v, -1, -2) if vectors else jnp.full_like(a, 7)
         return buf, w, info
@@ -119,22 +131,12 @@ def test_subsets_match_scipy(fake, itype, mode, n):
     a = rand_herm(rng, n, dtype)
     b = None if itype == 0 else rand_spd(rng, n, dtype)
     full = sl.eigh(a, b, type=max(itype, 1), eigvals_only=True)
-    if mode == "index":
-        kw = dict(subset_by_index=(2, 4))
-    else:
-        kw = dict(subset_by_value=(0.5 * (full[1] + full[2]), 0.5 * (full[4] + full[5])))
+    kw = subset_kwargs(mode, full, 2, 4)
     ref_w, ref_v = sl.eigh(a, b, type=max(itype, 1), **kw)
-    w, v = eigh(a, b, type=max(itype, 1), **kw)
-    w_only = eigh(a, b, type=max(itype, 1), eigvals_only=True, **kw)
-    w, v, w_only = np.asarray(w), np.asarray(v), np.asarray(w_only)
+    w, v, w_only = solve_subset(a, b, itype, kw)
     k = len(ref_w)
     assert k == 3
-    if mode == "value":
-        assert w.shape == (n,) and v.shape == (n, n)
-        assert np.all(np.isnan(w[k:])) and np.all(v[:, k:] == 0)
-        assert np.all(np.isnan(w_only[k:]))
-    else:
-        assert w.shape == (k,) and v.shape == (n, k)
+    check_subset_layout(mode, n, k, w, v, w_only)
     np.testing.assert_allclose(w[:k], ref_w, atol=1e-10 * np.abs(full).max(), rtol=0)
     np.testing.assert_allclose(w_only[:k], ref_w, atol=1e-10 * np.abs(full).max(), rtol=0)
     np.testing.assert_allclose(align_phase(v[:, :k], ref_v), ref_v, atol=1e-8, rtol=0)
@@ -157,17 +159,7 @@ def test_batched_vmap_and_jit(fake, n):
 
 @pytest.mark.parametrize("n", [4, 40])
 def test_b_not_positive_definite(fake, n):
-    rng = np.random.default_rng(5)
-    a = rand_herm(rng, n, np.float64, batch=(3,))
-    b = rand_spd(rng, n, np.float64, batch=(3,))
-    b[1] = -b[1]
-    with pytest.raises(np.linalg.LinAlgError, match=r"batch index \(1,\): b is not positive"):
-        eigh(a, b)
-    w, v = jax.jit(eigh)(a, b)
-    assert np.all(np.isnan(w[1])) and np.all(np.isnan(v[1]))
-    for i in (0, 2):
-        ref = sl.eigh(a[i], b[i], eigvals_only=True)
-        np.testing.assert_allclose(w[i], ref, atol=1e-10 * np.abs(ref).max(), rtol=0)
+    check_b_not_positive_definite(n)
 
 
 @pytest.mark.parametrize("n", [4, 40])

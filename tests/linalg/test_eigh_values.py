@@ -10,7 +10,15 @@ import pytest
 import scipy.linalg as sl
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from linalg_helpers import align_phase, rand_herm, rand_spd, scramble_other_triangle
+from linalg_helpers import (
+    align_phase,
+    check_subset_layout,
+    rand_herm,
+    rand_spd,
+    scramble_other_triangle,
+    solve_subset,
+    subset_kwargs,
+)
 
 from shoal.linalg import eigh, eigh_gen
 
@@ -92,25 +100,14 @@ def test_subsets_match_scipy(dtype, itype, mode):
     full = sl.eigh(
         a.astype(hi), None if b is None else b.astype(hi), type=max(itype, 1), eigvals_only=True
     )
-    if mode == "index":
-        kw = dict(subset_by_index=(2, 4))
-    else:
-        # interval boundaries halfway between eigenvalues, so float32 agrees on the count
-        kw = dict(subset_by_value=(0.5 * (full[1] + full[2]), 0.5 * (full[4] + full[5])))
+    kw = subset_kwargs(mode, full, 2, 4)
     ref_w, ref_v = sl.eigh(
         a.astype(hi), None if b is None else b.astype(hi), type=max(itype, 1), **kw
     )
-    w, v = eigh(a, b, type=max(itype, 1), **kw)
-    w_only = eigh(a, b, type=max(itype, 1), eigvals_only=True, **kw)
-    w, v, w_only = np.asarray(w), np.asarray(v), np.asarray(w_only)
+    w, v, w_only = solve_subset(a, b, itype, kw)
     k = len(ref_w)
     assert k == 3
-    if mode == "value":
-        assert w.shape == (n,) and v.shape == (n, n)
-        assert np.all(np.isnan(w[k:])) and np.all(v[:, k:] == 0)
-        assert np.all(np.isnan(w_only[k:]))
-    else:
-        assert w.shape == (k,) and v.shape == (n, k)
+    check_subset_layout(mode, n, k, w, v, w_only)
     scale = np.abs(full).max()
     np.testing.assert_allclose(w[:k], ref_w, atol=tol(dtype) * scale * 10, rtol=0)
     np.testing.assert_allclose(w_only[:k], ref_w, atol=tol(dtype) * scale * 10, rtol=0)

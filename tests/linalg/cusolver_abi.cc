@@ -1,7 +1,7 @@
 // Compile-time check that src/linalg/cusolver_api.hpp declares the cuSOLVER functions and
 // constants it dlsym's with the ABI of the real header. Compiled (never linked or run) by
-// tests/test_linalg_cuda_abi.py when a CUDA toolkit's cusolverDn.h exists:
-//   g++ -std=c++17 -fsyntax-only -I<cuda>/include -Isrc/linalg tests/linalg_cusolver_abi.cc
+// tests/linalg/test_cusolver_abi.py when a CUDA toolkit's cusolverDn.h exists:
+//   g++ -std=c++17 -fsyntax-only -I<cuda>/include -Isrc/linalg tests/linalg/cusolver_abi.cc
 //
 // Our declarations replace enums by int, opaque handles by void*, cuComplex by a struct of two
 // floats. A parameter matches when the types are equal, or the real one is a 4-byte enum and ours

@@ -1,9 +1,10 @@
-// Spreads independent batch elements over XLA's CPU intra-op thread pool.
+// Spreads independent work items over XLA's CPU intra-op thread pool (ffi::ThreadPool).
 //
-// Chunks are claimed from an atomic counter by the calling thread and by helper tasks scheduled
-// on the pool. The caller waits only for chunks that have been claimed, so a helper that starts
-// late (pool busy with other work) finds nothing left and exits without touching caller state:
-// no deadlock, and no dangling reference, because the shared state is reference counted.
+// Chunks of [0, n) are claimed from an atomic counter by the calling thread and by helper tasks
+// scheduled on the pool. The caller waits only for chunks that have been claimed, so a helper
+// that starts late (pool busy with other work) finds nothing left and exits without touching
+// caller state: no deadlock, and no dangling reference, because the shared state is reference
+// counted.
 #pragma once
 
 #include <algorithm>
@@ -16,12 +17,19 @@
 
 #include "xla/ffi/api/ffi.h"
 
-namespace shoal::linalg {
+namespace shoal {
 
-// Runs body(begin, end) over disjoint chunks covering [0, n) using at most max_workers threads
-// (the caller included). body must not throw.
-inline void parallel_chunks(xla::ffi::ThreadPool& pool, int64_t n, int64_t max_workers,
-                            const std::function<void(int64_t, int64_t)>& body) {
+// The default chunk size of parallel_for: a few chunks per worker balance uneven item costs
+// without much counter traffic.
+inline int64_t default_chunk(int64_t n, int64_t workers) {
+  return std::max<int64_t>(1, n / (4 * workers));
+}
+
+// Runs body(begin, end) over disjoint chunks covering [0, n), on at most max_workers threads (the
+// caller included; at most the pool's threads + 1). Chunks hold `chunk` items (<= 0: the default
+// above). body must not throw.
+inline void parallel_for(xla::ffi::ThreadPool& pool, int64_t n, int64_t max_workers,
+                         const std::function<void(int64_t, int64_t)>& body, int64_t chunk = 0) {
   if (n <= 0) return;
   const int64_t pool_threads = std::max<int64_t>(0, pool.num_threads());
   const int64_t workers = std::max<int64_t>(1, std::min({max_workers, pool_threads + 1, n}));
@@ -39,8 +47,7 @@ inline void parallel_chunks(xla::ffi::ThreadPool& pool, int64_t n, int64_t max_w
   };
   auto state = std::make_shared<State>();
   state->n = n;
-  // A few chunks per worker balances uneven element costs without much counter traffic.
-  state->chunk = std::max<int64_t>(1, n / (4 * workers));
+  state->chunk = chunk > 0 ? chunk : default_chunk(n, workers);
   state->body = body;
   auto work = [](const std::shared_ptr<State>& s) {
     for (;;) {
@@ -60,4 +67,4 @@ inline void parallel_chunks(xla::ffi::ThreadPool& pool, int64_t n, int64_t max_w
   state->cv.wait(lock, [&] { return state->done.load() == state->n; });
 }
 
-}  // namespace shoal::linalg
+}  // namespace shoal
