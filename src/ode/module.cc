@@ -10,7 +10,6 @@
 #include "cuda_kernels.hpp"
 #include "model_registry.hpp"
 #include "ode_ffi.hpp"
-#include "thread_pool.hpp"
 
 namespace nb = nanobind;
 
@@ -85,6 +84,7 @@ NB_MODULE(_ode_ext, m) {
       "Test hook: run the CUDA launch path on host arrays through a stand-in driver, with the "
       "kernel options of a dict (SolveOptions.kernel_attributes()); returns '' or the error "
       "message.");
-  m.def("num_threads", &shoal::parallel_threads, "Threads an ensemble solve uses.");
+  m.def("num_threads", &shoal::max_solve_threads,
+        "The most threads an ensemble solve uses ($SHOAL_NUM_THREADS, else the cores).");
   m.attr("abi_version") = SHOAL_ODE_ABI_VERSION;
 }

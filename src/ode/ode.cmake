@@ -7,6 +7,5 @@ shoal_python_extension(_ode_ext shoal/ode
   ${CMAKE_CURRENT_LIST_DIR}/ode_ffi_cuda.cc
   ${CMAKE_CURRENT_LIST_DIR}/cuda_kernels.cc
   ${CMAKE_CURRENT_LIST_DIR}/../cuda/driver_api.cc
-  ${CMAKE_CURRENT_LIST_DIR}/model_registry.cc
-  ${CMAKE_CURRENT_LIST_DIR}/thread_pool.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/model_registry.cc)
 target_link_libraries(_ode_ext PRIVATE ${CMAKE_DL_LIBS})
