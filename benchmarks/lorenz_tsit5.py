@@ -146,12 +146,6 @@ def reference(rho: float) -> np.ndarray:
     return _REF_CACHE[rho]
 
 
-def subsample(n: int, k: int) -> np.ndarray:
-    if n <= k:
-        return np.arange(n)
-    return np.unique(np.linspace(0, n - 1, k).round().astype(np.int64))
-
-
 # -- the ensemble table ------------------------------------------------------------------------
 
 
@@ -208,7 +202,7 @@ def bench_size(n: int, repeats: int, n_ref: int, max_wait_s: float, retries: int
         print(f"  N={n}: other processes used {result[3]:.2f} cores while timing", flush=True)
     s_times, d_times, own, bg = best
 
-    idx = subsample(n, n_ref)
+    idx = _common.subsample(n, n_ref)
     ref = np.stack([reference(float(r)) for r in rho_np[idx]])
     s_err = float(np.max(np.abs(np.asarray(s_y)[idx] - ref)))
     d_err = float(np.max(np.abs(np.asarray(d_y)[idx] - ref)))
