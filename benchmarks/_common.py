@@ -1,4 +1,5 @@
-"""Helpers shared by the benchmark scripts: machine header, timing, CSV output.
+"""Helpers shared by the benchmark scripts: machine header, timing, CSV output, the jitted shoal
+ensemble solve.
 
 Importing this module puts the repository root on ``sys.path`` so that a benchmark runs from a
 checkout both as ``PYTHONPATH=. python benchmarks/x.py`` and as ``python benchmarks/x.py``.
@@ -142,6 +143,43 @@ def subsample(n: int, k: int):
     if n <= k:
         return np.arange(n)
     return np.unique(np.linspace(0, n - 1, k).round().astype(np.int64))
+
+
+def jit_solve(f, y0, t_span, select, **solve_kw):
+    """``jax.jit`` of ``p (N,) -> select(ys, stats)`` where ``ys, stats = shoal.ode.solve(f, y0,
+    t_span, p[:, None], return_stats=True, **solve_kw)``: one parameter per trajectory, y0 and
+    t_span (float64) shared by the ensemble."""
+    import jax
+    import jax.numpy as jnp
+
+    import shoal.ode
+
+    y0, t_span = jnp.asarray(y0), jnp.asarray(t_span, jnp.float64)
+
+    def run(p):
+        ys, stats = shoal.ode.solve(f, y0, t_span, p[:, None], return_stats=True, **solve_kw)
+        return select(ys, stats)
+
+    return jax.jit(run)
+
+
+def subplots(*args, **kwargs):
+    """``matplotlib.pyplot.subplots`` on the non-interactive Agg backend: ``(fig, axes)``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(*args, **kwargs)
+
+
+def save_figure(fig, path) -> None:
+    """Lay out, write (120 dpi) and close a figure from :func:`subplots`."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def write_csv(path: Path, rows: list[dict]) -> None:

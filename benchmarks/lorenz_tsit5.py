@@ -77,26 +77,12 @@ def lorenz(y, t, p):
 
 def make_shoal(t_span, first_step=FIRST_STEP):
     """``jax.jit`` of ``shoal.ode.solve``: ``rho (N,) -> (y(t_end) (N, 3), attempts, status)``."""
-    t_span = jnp.asarray(t_span, jnp.float64)
-    y0 = jnp.asarray(Y0)
 
-    def run(rho):
-        ys, stats = shoal.ode.solve(
-            lorenz,
-            y0,
-            t_span,
-            rho[:, None],
-            method="tsit5",
-            rtol=RTOL,
-            atol=ATOL,
-            first_step=first_step,
-            max_steps=MAX_STEPS,
-            return_stats=True,
-            **GAINS,
-        )
+    def select(ys, stats):
         return ys[:, -1], stats["accepted"] + stats["rejected"], stats["status"]
 
-    return jax.jit(run)
+    return _common.jit_solve(lorenz, Y0, t_span, select, method="tsit5", rtol=RTOL, atol=ATOL,
+                             first_step=first_step, max_steps=MAX_STEPS, **GAINS)
 
 
 # -- diffrax -----------------------------------------------------------------------------------
@@ -347,13 +333,8 @@ def bench_overhead(n_eager: int, n_jit: int, max_wait_s: float) -> dict:
 
 
 def plot(rows: list[dict], path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     ns = [r["N"] for r in rows]
-    fig, ax = plt.subplots(figsize=(6, 4.5))
+    fig, ax = _common.subplots(figsize=(6, 4.5))
     ax.loglog(ns, [r["shoal_median_s"] for r in rows], "o-", label="shoal Tsit5 (jit)")
     ax.loglog(
         ns,
@@ -380,9 +361,7 @@ def plot(rows: list[dict], path) -> None:
     )
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    _common.save_figure(fig, path)
 
 
 # -- main --------------------------------------------------------------------------------------

@@ -111,27 +111,13 @@ def robertson(y, t, p):
 
 def make_shoal(lu_precision: str):
     """jax.jit: k1 (N,) -> (ys (N, 21, 3), accepted (N,), rejected (N,), status (N,))."""
-    t_span = jnp.asarray(T_SPAN)
-    y0 = jnp.asarray(Y0)
 
-    def run(k1):
-        ys, stats = shoal.ode.solve(
-            robertson,
-            y0,
-            t_span,
-            k1[:, None],
-            method="rodas5p",
-            rtol=RTOL,
-            atol=ATOL,
-            first_step=FIRST_STEP,
-            max_steps=MAX_STEPS,
-            return_stats=True,
-            lu_precision=lu_precision,
-            **GAINS,
-        )
+    def select(ys, stats):
         return ys, stats["accepted"], stats["rejected"], stats["status"]
 
-    return jax.jit(run)
+    return _common.jit_solve(robertson, Y0, T_SPAN, select, method="rodas5p", rtol=RTOL,
+                             atol=ATOL, first_step=FIRST_STEP, max_steps=MAX_STEPS,
+                             lu_precision=lu_precision, **GAINS)
 
 
 # -- diffrax -----------------------------------------------------------------------------------
@@ -543,12 +529,7 @@ def print_details(rows: list[dict], threads: int) -> None:
 
 
 def plot(rows: list[dict], path: Path, threads: int) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.5))
+    fig, (ax, bx) = _common.subplots(1, 2, figsize=(11, 4.5))
     ns = np.array([r["N"] for r in rows])
     series = [
         ("shoal_fp64_s", "o-", "C0", "shoal Rodas5P (fp64 LU)"),
@@ -606,9 +587,7 @@ def plot(rows: list[dict], path: Path, threads: int) -> None:
         f"{_common.usable_cpus()} CPUs, shoal {threads} threads",
         fontsize=9,
     )
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    _common.save_figure(fig, path)
 
 
 # -- main --------------------------------------------------------------------------------------

@@ -63,7 +63,6 @@ import diffrax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-import shoal.ode  # noqa: E402
 from shoal.ode import _ode_ext  # noqa: E402
 from shoal.ode._sparse import analyze  # noqa: E402
 from shoal.ode._sparsity_detection import detect_pattern  # noqa: E402
@@ -106,17 +105,13 @@ def fmt_time(seconds: float) -> str:
 
 
 def make_shoal(f, n_vars: int, sparsity):
-    y0 = jnp.asarray(y0_of(n_vars))
-    t_span = jnp.asarray(T_SPAN)
-
-    def run(mu):
-        ys, stats = shoal.ode.solve(f, y0, t_span, mu[:, None], method="rodas5p", rtol=RTOL,
-                                    atol=ATOL, first_step=FIRST_STEP, max_steps=MAX_STEPS,
-                                    sparsity=sparsity, return_stats=True)
+    def select(ys, stats):
         ok = stats["status"] == 0
         return ys[:, -1], stats["accepted"] + stats["rejected"], ok
 
-    return jax.jit(run)
+    return _common.jit_solve(f, y0_of(n_vars), T_SPAN, select, method="rodas5p", rtol=RTOL,
+                             atol=ATOL, first_step=FIRST_STEP, max_steps=MAX_STEPS,
+                             sparsity=sparsity)
 
 
 def make_diffrax(f, n_vars: int):
