@@ -284,31 +284,40 @@ def git_describe(checkout: Path) -> str:
     return head + (" + uncommitted changes" if dirty else "")
 
 
+def stale_build(checkout: Path) -> str | None:
+    """Why the checkout's compiled extensions may not match its C++ sources, or None."""
+    libs = list((checkout / "shoal").rglob("*.so"))
+    if not libs:
+        return "no compiled extension under shoal/: build it first"
+    built = min(p.stat().st_mtime for p in libs)
+    newer = [p for d in ("src", "include") for p in sorted((checkout / d).rglob("*"))
+             if p.is_file() and p.stat().st_mtime > built]
+    if newer:
+        return (f"{len(newer)} file(s) under src/ or include/ newer than its extension "
+                f"(e.g. {newer[0].relative_to(checkout)}): rebuild it?")
+    return None
+
+
 def compare_outputs(a: dict, b: dict) -> tuple[bool, str]:
-    """(bit-identical, description) of two {field: array} dicts."""
+    """(bit-identical, what differs) of two {field: array} dicts: per differing field the largest
+    absolute difference (inf where only one side is NaN)."""
     if a.keys() != b.keys():
         return False, f"fields differ: {sorted(a)} vs {sorted(b)}"
-    worst, worst_field, notes = 0.0, "", []
+    notes = []
     for k in sorted(a):
         x, y = a[k], b[k]
         if x.dtype != y.dtype or x.shape != y.shape:
             notes.append(f"{k}: {x.dtype}{list(x.shape)} vs {y.dtype}{list(y.shape)}")
+        elif x.tobytes() == y.tobytes():
             continue
-        if x.tobytes() == y.tobytes():
-            continue
-        if np.array_equal(x, y, equal_nan=True):
+        elif np.array_equal(x, y, equal_nan=True):
             notes.append(f"{k}: equal values, other bits (signed zeros or NaN payloads)")
-            continue
-        xf, yf = x.astype(np.float64), y.astype(np.float64)
-        both_nan = np.isnan(xf) & np.isnan(yf)
-        diff = np.where(both_nan, 0.0, np.abs(xf - yf))
-        diff = np.where(np.isnan(diff), np.inf, diff)  # NaN on one side only
-        if float(diff.max()) > worst or not worst_field:
-            worst, worst_field = float(diff.max()), k
-    if worst_field:
-        n_fields = sum(1 for k in a if a[k].shape == b[k].shape and a[k].dtype == b[k].dtype
-                       and not np.array_equal(a[k], b[k], equal_nan=True))
-        notes.insert(0, f"max abs diff {worst:.3g} (in {worst_field}; {n_fields} field(s) differ)")
+        else:
+            xf, yf = x.astype(np.float64), y.astype(np.float64)
+            diff = np.where(np.isnan(xf) & np.isnan(yf), 0.0, np.abs(xf - yf))
+            diff = np.where(np.isnan(diff), np.inf, diff)
+            notes.append(f"{k}: max abs diff {float(diff.max()):.3g} in "
+                         f"{int(np.count_nonzero(diff))} of {diff.size}")
     return not notes, "; ".join(notes)
 
 
@@ -378,6 +387,9 @@ def main(argv=None) -> int:
     for side, path in checkouts.items():
         if not (path / "shoal" / "__init__.py").is_file():
             ap.error(f"--{side} {path}: not a shoal checkout")
+    warnings = [f"{s} ({p}): {why}" for s, p in checkouts.items() if (why := stale_build(p))]
+    for w in warnings:
+        print(f"WARNING: {w}", flush=True)
     out_dir = args.out_dir.resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     cache = (args.cache_dir or out_dir / "compare_cache").resolve()
@@ -490,6 +502,7 @@ def main(argv=None) -> int:
         "rounds, before and after interleaved; SHOAL_CACHE_DIR "
         f"`{cache}`{' (one subfolder per side)' if args.separate_caches else ' (shared)'}",
         f"- command: `{' '.join([os.path.basename(sys.executable), *sys.argv])}`",
+        *(f"- **WARNING**: {w}" for w in warnings),
         "",
         "| problem | before median | after median | after/before | before min | after min "
         "| min after/before | CPU after/before | bg | bit-identical |",
