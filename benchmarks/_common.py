@@ -1,4 +1,5 @@
-"""Helpers shared by the benchmark scripts: machine header, timing, CSV output.
+"""Helpers shared by the benchmark scripts: machine header, timing, CSV output, the jitted shoal
+ensemble solve.
 
 Importing this module puts the repository root on ``sys.path`` so that a benchmark runs from a
 checkout both as ``PYTHONPATH=. python benchmarks/x.py`` and as ``python benchmarks/x.py``.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import datetime
+import math
 import os
 import platform
 import statistics
@@ -68,20 +70,32 @@ class ForeignLoad:
 
     Busy jiffies of the whole machine minus this process's own CPU time, over the wall time. On a
     shared 2-core machine a concurrent build or test run shows up here; a benchmark should report
-    it next to its times. NaN where /proc/stat is unavailable.
+    it next to its times. ``cores`` is >= 0 (rounding can make the difference negative), NaN where
+    /proc/stat is unavailable. ``children=True`` counts the CPU time of the child processes waited
+    for in the block as this process's own (a benchmark that times a subprocess).
     """
 
+    def __init__(self, children: bool = False):
+        self._own = _own_and_children_cpu_s if children else time.process_time
+
     def __enter__(self):
-        self._start = (_machine_busy_s(), time.process_time(), time.perf_counter())
+        self._start = (_machine_busy_s(), self._own(), time.perf_counter())
         return self
 
     def __exit__(self, *exc):
-        busy, own, wall = _machine_busy_s(), time.process_time(), time.perf_counter()
+        busy, own, wall = _machine_busy_s(), self._own(), time.perf_counter()
         self.wall_s = wall - self._start[2]
         self.own_s = own - self._start[1]  # this process's CPU time (all its threads)
         self.foreign_s = busy - self._start[0] - self.own_s
-        self.cores = self.foreign_s / self.wall_s
+        cores = self.foreign_s / max(self.wall_s, 1e-9)
+        self.cores = cores if math.isnan(cores) else max(0.0, cores)
         return False
+
+
+def _own_and_children_cpu_s() -> float:
+    """CPU seconds of this process and of its waited-for children."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 def _machine_busy_s() -> float:
@@ -122,17 +136,71 @@ def median(xs) -> float:
     return float(statistics.median(xs))
 
 
+def subsample(n: int, k: int):
+    """Indices of k evenly spaced items of n (all n if k >= n), as a NumPy int64 array."""
+    import numpy as np
+
+    if n <= k:
+        return np.arange(n)
+    return np.unique(np.linspace(0, n - 1, k).round().astype(np.int64))
+
+
+def jit_solve(f, y0, t_span, select, **solve_kw):
+    """``jax.jit`` of ``p (N,) -> select(ys, stats)`` where ``ys, stats = shoal.ode.solve(f, y0,
+    t_span, p[:, None], return_stats=True, **solve_kw)``: one parameter per trajectory, y0 and
+    t_span (float64) shared by the ensemble."""
+    import jax
+    import jax.numpy as jnp
+
+    import shoal.ode
+
+    y0, t_span = jnp.asarray(y0), jnp.asarray(t_span, jnp.float64)
+
+    def run(p):
+        ys, stats = shoal.ode.solve(f, y0, t_span, p[:, None], return_stats=True, **solve_kw)
+        return select(ys, stats)
+
+    return jax.jit(run)
+
+
+def subplots(*args, **kwargs):
+    """``matplotlib.pyplot.subplots`` on the non-interactive Agg backend: ``(fig, axes)``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(*args, **kwargs)
+
+
+def save_figure(fig, path) -> None:
+    """Lay out, write (120 dpi) and close a figure from :func:`subplots`."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def write_csv(path: Path, rows: list[dict]) -> None:
+    """One row per dict; the columns are every key of any row, in order of first appearance."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer = csv.DictWriter(fh, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
         writer.writeheader()
         writer.writerows(rows)
 
 
-def fmt_time(seconds: float) -> str:
+def fmt_time(seconds: float, compact: bool = False) -> str:
+    """'12.34 ms' ('n/a' if not finite); compact: one digit fewer and no space, '12.3ms'."""
+    if not math.isfinite(seconds):
+        return "n/a"
     if seconds < 1e-3:
-        return f"{seconds * 1e6:.1f} us"
-    if seconds < 1:
-        return f"{seconds * 1e3:.2f} ms"
-    return f"{seconds:.3f} s"
+        value, unit, digits = seconds * 1e6, "us", 1
+    elif seconds < 1:
+        value, unit, digits = seconds * 1e3, "ms", 2
+    else:
+        value, unit, digits = seconds, "s", 3
+    if compact:
+        return f"{value:.{digits - 1}f}{unit}"
+    return f"{value:.{digits}f} {unit}"

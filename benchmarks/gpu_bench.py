@@ -231,12 +231,6 @@ def make_diffrax(case: Case):
 # -- measurement -------------------------------------------------------------------------------
 
 
-def subsample(n: int, k: int) -> np.ndarray:
-    if n <= k:
-        return np.arange(n)
-    return np.unique(np.linspace(0, n - 1, k).round().astype(np.int64))
-
-
 def error_of(case: Case, ys: np.ndarray, params: np.ndarray, idx: np.ndarray):
     """(max |y - ref| / (|ref| + atol), max |y - ref|) over saves after t0, components and the
     sampled trajectories; NaN counts as infinite."""
@@ -342,7 +336,7 @@ def main(argv=None) -> int:
                 continue
             params = case.params(n)
             dev_args = jax.device_put((case.y0, case.t_span, params), device)
-            idx = subsample(n, args.ref_trajectories)
+            idx = _common.subsample(n, args.ref_trajectories)
             with jax.default_device(device):
                 results = {variant: measure(fn, dev_args, args.repeats)
                            for variant, fn in shoal_fns[name].items()}

@@ -393,7 +393,7 @@ def main(argv=None) -> int:
     # -- table 3
     rows3 = []
     if "diffrax" not in skip and dfx_sizes:
-        idx = np.unique(np.linspace(0, n - 1, dfx_n).round().astype(int))
+        idx = _common.subsample(n, dfx_n)
         print(f"[3] shoal Rodas5P vs diffrax Kvaerno5 value_and_grad; diffrax on {len(idx)} of "
               f"the {n} trajectories", flush=True)
         for nv in dfx_sizes:

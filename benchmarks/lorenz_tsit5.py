@@ -77,26 +77,12 @@ def lorenz(y, t, p):
 
 def make_shoal(t_span, first_step=FIRST_STEP):
     """``jax.jit`` of ``shoal.ode.solve``: ``rho (N,) -> (y(t_end) (N, 3), attempts, status)``."""
-    t_span = jnp.asarray(t_span, jnp.float64)
-    y0 = jnp.asarray(Y0)
 
-    def run(rho):
-        ys, stats = shoal.ode.solve(
-            lorenz,
-            y0,
-            t_span,
-            rho[:, None],
-            method="tsit5",
-            rtol=RTOL,
-            atol=ATOL,
-            first_step=first_step,
-            max_steps=MAX_STEPS,
-            return_stats=True,
-            **GAINS,
-        )
+    def select(ys, stats):
         return ys[:, -1], stats["accepted"] + stats["rejected"], stats["status"]
 
-    return jax.jit(run)
+    return _common.jit_solve(lorenz, Y0, t_span, select, method="tsit5", rtol=RTOL, atol=ATOL,
+                             first_step=first_step, max_steps=MAX_STEPS, **GAINS)
 
 
 # -- diffrax -----------------------------------------------------------------------------------
@@ -144,12 +130,6 @@ def reference(rho: float) -> np.ndarray:
             raise RuntimeError(f"reference solve failed for rho={rho}: {sol.message}")
         _REF_CACHE[rho] = sol.y[:, -1]
     return _REF_CACHE[rho]
-
-
-def subsample(n: int, k: int) -> np.ndarray:
-    if n <= k:
-        return np.arange(n)
-    return np.unique(np.linspace(0, n - 1, k).round().astype(np.int64))
 
 
 # -- the ensemble table ------------------------------------------------------------------------
@@ -208,7 +188,7 @@ def bench_size(n: int, repeats: int, n_ref: int, max_wait_s: float, retries: int
         print(f"  N={n}: other processes used {result[3]:.2f} cores while timing", flush=True)
     s_times, d_times, own, bg = best
 
-    idx = subsample(n, n_ref)
+    idx = _common.subsample(n, n_ref)
     ref = np.stack([reference(float(r)) for r in rho_np[idx]])
     s_err = float(np.max(np.abs(np.asarray(s_y)[idx] - ref)))
     d_err = float(np.max(np.abs(np.asarray(d_y)[idx] - ref)))
@@ -353,13 +333,8 @@ def bench_overhead(n_eager: int, n_jit: int, max_wait_s: float) -> dict:
 
 
 def plot(rows: list[dict], path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     ns = [r["N"] for r in rows]
-    fig, ax = plt.subplots(figsize=(6, 4.5))
+    fig, ax = _common.subplots(figsize=(6, 4.5))
     ax.loglog(ns, [r["shoal_median_s"] for r in rows], "o-", label="shoal Tsit5 (jit)")
     ax.loglog(
         ns,
@@ -386,9 +361,7 @@ def plot(rows: list[dict], path) -> None:
     )
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    _common.save_figure(fig, path)
 
 
 # -- main --------------------------------------------------------------------------------------

@@ -50,7 +50,6 @@ Writes benchmarks/results/robertson_rodas5p.csv and robertson_rodas5p.png.
 from __future__ import annotations
 
 import argparse
-import csv
 import datetime
 import json
 import math
@@ -64,13 +63,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "results"
-HARNESS_SRC = ROOT / "benchmarks" / "cvode_robertson.cc"
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-import jax  # noqa: E402
+import _common  # noqa: I001 - puts the repository root on sys.path before shoal is imported
+import jax
 
 jax.config.update("jax_enable_x64", True)
 
@@ -83,6 +77,7 @@ import shoal  # noqa: E402
 import shoal.ode  # noqa: E402
 from shoal.ode import _ode_ext  # noqa: E402
 
+HARNESS_SRC = _common.ROOT / "benchmarks" / "cvode_robertson.cc"
 K1, K2, K3 = 0.04, 3e7, 1e4
 K1_SPREAD = 0.05
 RTOL, ATOL = 1e-6, 1e-10
@@ -111,111 +106,18 @@ def robertson(y, t, p):
     return jnp.stack([-r1 + r3, r1 - r2 - r3, r2])
 
 
-# -- machine load and small helpers ------------------------------------------------------------
-
-
-def _machine_busy_s() -> float:
-    """CPU seconds all processes on the machine spent busy since boot (Linux /proc/stat)."""
-    try:
-        with open("/proc/stat") as fh:
-            values = [int(x) for x in fh.readline().split()[1:]]
-    except OSError:
-        return float("nan")
-    idle = values[3] + (values[4] if len(values) > 4 else 0)
-    return (sum(values[:8]) - idle) / os.sysconf("SC_CLK_TCK")
-
-
-def _own_cpu_s() -> float:
-    """CPU seconds of this process and its waited-for children."""
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
-
-
-class ForeignLoad:
-    """Cores used by other processes while the block runs (NaN without /proc/stat)."""
-
-    def __enter__(self):
-        self._start = (_machine_busy_s(), _own_cpu_s(), time.perf_counter())
-        return self
-
-    def __exit__(self, *exc):
-        busy, own, wall = _machine_busy_s(), _own_cpu_s(), time.perf_counter()
-        self.wall_s = wall - self._start[2]
-        self.own_s = own - self._start[1]
-        self.cores = max(0.0, (busy - self._start[0] - self.own_s) / max(self.wall_s, 1e-9))
-        return False
-
-
-def wait_for_quiet(max_wait_s: float, threshold_cores: float = 0.25) -> float:
-    """Wait up to max_wait_s for other processes to use < threshold_cores; returns last load."""
-    deadline = time.perf_counter() + max_wait_s
-    while True:
-        with ForeignLoad() as load:
-            time.sleep(0.5)
-        if not load.cores >= threshold_cores or time.perf_counter() >= deadline:
-            return load.cores
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def usable_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
-
-
-def fmt_time(seconds: float) -> str:
-    if not math.isfinite(seconds):
-        return "n/a"
-    if seconds < 1e-3:
-        return f"{seconds * 1e6:.1f} us"
-    if seconds < 1:
-        return f"{seconds * 1e3:.2f} ms"
-    return f"{seconds:.3f} s"
-
-
-def subsample(n: int, k: int) -> np.ndarray:
-    if n <= k:
-        return np.arange(n)
-    return np.unique(np.linspace(0, n - 1, k).round().astype(np.int64))
-
-
 # -- shoal -------------------------------------------------------------------------------------
 
 
 def make_shoal(lu_precision: str):
     """jax.jit: k1 (N,) -> (ys (N, 21, 3), accepted (N,), rejected (N,), status (N,))."""
-    t_span = jnp.asarray(T_SPAN)
-    y0 = jnp.asarray(Y0)
 
-    def run(k1):
-        ys, stats = shoal.ode.solve(
-            robertson,
-            y0,
-            t_span,
-            k1[:, None],
-            method="rodas5p",
-            rtol=RTOL,
-            atol=ATOL,
-            first_step=FIRST_STEP,
-            max_steps=MAX_STEPS,
-            return_stats=True,
-            lu_precision=lu_precision,
-            **GAINS,
-        )
+    def select(ys, stats):
         return ys, stats["accepted"], stats["rejected"], stats["status"]
 
-    return jax.jit(run)
+    return _common.jit_solve(robertson, Y0, T_SPAN, select, method="rodas5p", rtol=RTOL,
+                             atol=ATOL, first_step=FIRST_STEP, max_steps=MAX_STEPS,
+                             lu_precision=lu_precision, **GAINS)
 
 
 # -- diffrax -----------------------------------------------------------------------------------
@@ -300,7 +202,7 @@ def run_cvode(exe: Path, k1: np.ndarray, repeats: int) -> dict:
             repr(FIRST_STEP),
             str(repeats),
         ]
-        with ForeignLoad() as load:
+        with _common.ForeignLoad(children=True) as load:
             proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"CVODE harness failed ({proc.returncode}): {proc.stderr}")
@@ -378,7 +280,7 @@ def time_loop(fns: dict, arg, repeats: int) -> tuple[dict, dict, float]:
     """Interleaved timed calls: ({name: [wall s]}, {name: own CPU s}, foreign load in cores)."""
     times = {k: [] for k in fns}
     cpu = {k: 0.0 for k in fns}
-    with ForeignLoad() as load:
+    with _common.ForeignLoad(children=True) as load:
         for _ in range(repeats):
             for name, fn in fns.items():
                 c0, t0 = time.process_time(), time.perf_counter()
@@ -392,7 +294,7 @@ def bench_size(n, args, shoal_fns, diffrax_fn, cvode_exe, threads) -> dict:
     k1_np = k1_values(n)
     k1 = jnp.asarray(k1_np)
     row = {"N": n}
-    idx = subsample(n, args.ref_trajectories)
+    idx = _common.subsample(n, args.ref_trajectories)
     t0 = time.perf_counter()
     refs = np.stack([reference(float(k)) for k in k1_np[idx]])
     print(
@@ -407,7 +309,7 @@ def bench_size(n, args, shoal_fns, diffrax_fn, cvode_exe, threads) -> dict:
         first[name] = time.perf_counter() - t0
     one_call = min(min(time_loop({k: f}, k1, 1)[0][k]) for k, f in shoal_fns.items())
     reps = max(args.repeats, min(1000, int(0.5 / max(one_call, 1e-9))))
-    wait_for_quiet(args.max_wait)
+    _common.wait_for_quiet(args.max_wait, window_s=0.5)
     times, cpu, bg = time_loop(shoal_fns, k1, reps)
     for name in shoal_fns:
         ys, acc, rej, status = (np.asarray(x) for x in outs[name])
@@ -437,7 +339,7 @@ def bench_size(n, args, shoal_fns, diffrax_fn, cvode_exe, threads) -> dict:
         d_out = jax.block_until_ready(diffrax_fn(k1))
         d_first = time.perf_counter() - t0
         # the first timed call also sizes the loop (at N = 1e4 one call takes about a minute)
-        wait_for_quiet(args.max_wait)
+        _common.wait_for_quiet(args.max_wait, window_s=0.5)
         d_times, d_cpu, d_bg = time_loop({"d": diffrax_fn}, k1, 1)
         single = d_times["d"][0]
         d_reps = max(args.repeats, min(1000, int(0.5 / max(single, 1e-9))))
@@ -478,7 +380,7 @@ def bench_size(n, args, shoal_fns, diffrax_fn, cvode_exe, threads) -> dict:
         # >= 0.5 s of timed passes at small N (CVODE takes ~1 ms per trajectory), capped at 1000
         c_reps = max(1, min(args.repeats, int(args.cvode_budget / (n * 1.5e-3))))
         c_reps = max(c_reps, min(1000, int(0.5 / (n * 1e-3))))
-        wait_for_quiet(args.max_wait)
+        _common.wait_for_quiet(args.max_wait, window_s=0.5)
         try:
             c = run_cvode(cvode_exe, k1_np, c_reps)
         except (OSError, RuntimeError, StopIteration, ValueError) as exc:
@@ -550,7 +452,7 @@ def print_table(rows: list[dict]) -> None:
         return f"{v:.1e}" if math.isfinite(v) else "n/a"
 
     def t(r, k):
-        s = fmt_time(r.get(k, math.nan))
+        s = _common.fmt_time(r.get(k, math.nan))
         return s + ("*" if k == "diffrax_s" and r.get("diffrax_extrapolated") else "")
 
     head = (
@@ -587,7 +489,7 @@ def print_table(rows: list[dict]) -> None:
 
 def print_details(rows: list[dict], threads: int) -> None:
     def t(r, k):
-        return fmt_time(r.get(k, math.nan))
+        return _common.fmt_time(r.get(k, math.nan))
 
     def e(r, k):
         v = r.get(k, math.nan)
@@ -625,24 +527,9 @@ def print_details(rows: list[dict], threads: int) -> None:
         )
 
 
-def write_csv(path: Path, rows: list[dict]) -> None:
-    keys = []
-    for r in rows:
-        keys += [k for k in r if k not in keys]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=keys)
-        w.writeheader()
-        w.writerows(rows)
-
 
 def plot(rows: list[dict], path: Path, threads: int) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.5))
+    fig, (ax, bx) = _common.subplots(1, 2, figsize=(11, 4.5))
     ns = np.array([r["N"] for r in rows])
     series = [
         ("shoal_fp64_s", "o-", "C0", "shoal Rodas5P (fp64 LU)"),
@@ -696,13 +583,11 @@ def plot(rows: list[dict], path: Path, threads: int) -> None:
     bx.legend(fontsize=8)
     bx.set_title(f"work vs precision at N = {big['N']}", fontsize=9)
     fig.suptitle(
-        f"Robertson ensemble, rtol={RTOL:g}, atol={ATOL:g}, float64; {cpu_model()}, "
-        f"{usable_cpus()} CPUs, shoal {threads} threads",
+        f"Robertson ensemble, rtol={RTOL:g}, atol={ATOL:g}, float64; {_common.cpu_model()}, "
+        f"{_common.usable_cpus()} CPUs, shoal {threads} threads",
         fontsize=9,
     )
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    _common.save_figure(fig, path)
 
 
 # -- main --------------------------------------------------------------------------------------
@@ -761,7 +646,7 @@ def main(argv=None) -> int:
         help="before each timed section wait up to this many seconds for other "
         "processes to leave the CPUs idle (default 10; 2 quick)",
     )
-    ap.add_argument("--out-dir", default=str(RESULTS), help="where results are written")
+    ap.add_argument("--out-dir", default=str(_common.RESULTS), help="where results are written")
     args = ap.parse_args(argv)
 
     sizes_text = args.sizes or ("1,100,1000" if args.quick else "1,100,10000")
@@ -786,7 +671,8 @@ def main(argv=None) -> int:
 
     info = {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "cpu": f"{cpu_model()}, {os.cpu_count()} logical CPUs ({usable_cpus()} usable)",
+        "cpu": f"{_common.cpu_model()}, {os.cpu_count()} logical CPUs "
+        f"({_common.usable_cpus()} usable)",
         "load average at start": " ".join(f"{x:.2f}" for x in os.getloadavg()),
         "versions": f"python {platform.python_version()}, jax {jax.__version__}, diffrax "
         f"{diffrax.__version__}, shoal {getattr(shoal, '__version__', '?')}",
@@ -829,12 +715,11 @@ def main(argv=None) -> int:
         print(f"  SUNDIALS version (from the harness): {', '.join(sorted(versions))}")
 
     csv_path, png_path = out_dir / "robertson_rodas5p.csv", out_dir / "robertson_rodas5p.png"
-    write_csv(csv_path, rows)
+    _common.write_csv(csv_path, rows)
     plot(rows, png_path, threads)
-    print(
-        f"\nwrote {csv_path.relative_to(ROOT) if csv_path.is_relative_to(ROOT) else csv_path}"
-        f" and {png_path.name}"
-    )
+    root = _common.ROOT
+    print(f"\nwrote {csv_path.relative_to(root) if csv_path.is_relative_to(root) else csv_path}"
+          f" and {png_path.name}")
     return 0
 
 

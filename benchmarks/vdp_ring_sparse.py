@@ -47,22 +47,15 @@ Writes benchmarks/results/vdp_ring_sparse.csv (timings and pattern figures, one 
 from __future__ import annotations
 
 import argparse
-import csv
 import datetime
-import math
 import os
 import platform
 import statistics
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "results"
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-import jax  # noqa: E402
+import _common  # noqa: I001 - puts the repository root on sys.path before shoal is imported
+import jax
 
 jax.config.update("jax_enable_x64", True)
 
@@ -70,7 +63,6 @@ import diffrax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-import shoal.ode  # noqa: E402
 from shoal.ode import _ode_ext  # noqa: E402
 from shoal.ode._model import detect_pattern  # noqa: E402
 from shoal.ode._sparse import analyze  # noqa: E402
@@ -105,83 +97,21 @@ def y0_of(n_vars: int) -> np.ndarray:
     return np.tile(np.array([2.0, 0.0]), n_vars // 2)
 
 
-# -- machine load ------------------------------------------------------------------------------
-
-
-def _machine_busy_s() -> float:
-    try:
-        with open("/proc/stat") as fh:
-            values = [int(x) for x in fh.readline().split()[1:]]
-    except OSError:
-        return float("nan")
-    idle = values[3] + (values[4] if len(values) > 4 else 0)
-    return (sum(values[:8]) - idle) / os.sysconf("SC_CLK_TCK")
-
-
-class ForeignLoad:
-    """CPU used by other processes while the block runs, in cores (NaN without /proc/stat)."""
-
-    def __enter__(self):
-        self._start = (_machine_busy_s(), time.process_time(), time.perf_counter())
-        return self
-
-    def __exit__(self, *exc):
-        busy, own, wall = _machine_busy_s(), time.process_time(), time.perf_counter()
-        self.wall_s = wall - self._start[2]
-        self.own_s = own - self._start[1]
-        self.cores = max(0.0, (busy - self._start[0] - self.own_s) / max(self.wall_s, 1e-9))
-        return False
-
-
-def load_average() -> str:
-    try:
-        return " ".join(f"{x:.2f}" for x in os.getloadavg())
-    except OSError:
-        return "n/a"
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def fmt_time(seconds: float) -> str:
-    if not math.isfinite(seconds):
-        return "n/a"
-    if seconds < 1e-3:
-        return f"{seconds * 1e6:.0f}us"
-    if seconds < 1:
-        return f"{seconds * 1e3:.1f}ms"
-    return f"{seconds:.2f}s"
-
-
-def subsample(n: int, k: int) -> np.ndarray:
-    if k >= n:
-        return np.arange(n)
-    return np.unique(np.linspace(0, n - 1, k).round().astype(np.int64))
+    return _common.fmt_time(seconds, compact=True)
 
 
 # -- solvers -----------------------------------------------------------------------------------
 
 
 def make_shoal(f, n_vars: int, sparsity):
-    y0 = jnp.asarray(y0_of(n_vars))
-    t_span = jnp.asarray(T_SPAN)
-
-    def run(mu):
-        ys, stats = shoal.ode.solve(f, y0, t_span, mu[:, None], method="rodas5p", rtol=RTOL,
-                                    atol=ATOL, first_step=FIRST_STEP, max_steps=MAX_STEPS,
-                                    sparsity=sparsity, return_stats=True)
+    def select(ys, stats):
         ok = stats["status"] == 0
         return ys[:, -1], stats["accepted"] + stats["rejected"], ok
 
-    return jax.jit(run)
+    return _common.jit_solve(f, y0_of(n_vars), T_SPAN, select, method="rodas5p", rtol=RTOL,
+                             atol=ATOL, first_step=FIRST_STEP, max_steps=MAX_STEPS,
+                             sparsity=sparsity)
 
 
 def make_diffrax(f, n_vars: int):
@@ -204,7 +134,7 @@ def make_diffrax(f, n_vars: int):
 def measure(fn, mus: np.ndarray, budget: float, repeats: int) -> dict:
     """Calibrate, choose the subset, time. Returns times scaled to len(mus) trajectories."""
     n = len(mus)
-    cal = subsample(n, CALIBRATION)
+    cal = _common.subsample(n, CALIBRATION)
     t0 = time.perf_counter()
     jax.block_until_ready(fn(jnp.asarray(mus[cal])))
     first = time.perf_counter() - t0
@@ -212,12 +142,15 @@ def measure(fn, mus: np.ndarray, budget: float, repeats: int) -> dict:
     jax.block_until_ready(fn(jnp.asarray(mus[cal])))
     per_traj = (time.perf_counter() - t0) / len(cal)
     fits = int(budget / max(repeats * per_traj, 1e-12))
-    idx = np.arange(n) if fits >= n else (cal if fits < 2 * len(cal) else subsample(n, fits))
+    if fits >= n:
+        idx = np.arange(n)
+    else:
+        idx = cal if fits < 2 * len(cal) else _common.subsample(n, fits)
     arg = jnp.asarray(mus[idx])
     if len(idx) != len(cal):
         jax.block_until_ready(fn(arg))  # retrace / recompile for the new shape
     walls, cpus = [], []
-    with ForeignLoad() as load:
+    with _common.ForeignLoad() as load:
         for _ in range(repeats):
             c0, t0 = time.process_time(), time.perf_counter()
             out = jax.block_until_ready(fn(arg))
@@ -327,7 +260,7 @@ def main() -> None:
                     help="seconds of timed calls per shoal solver and configuration")
     ap.add_argument("--diffrax-budget", type=float, default=30.0)
     ap.add_argument("--no-diffrax", action="store_true")
-    ap.add_argument("--out-dir", default=str(RESULTS))
+    ap.add_argument("--out-dir", default=str(_common.RESULTS))
     args = ap.parse_args()
     if args.quick:
         args.sizes, args.sweep_vars, args.ranges = "2,8,16", 16, "1,2"
@@ -340,9 +273,9 @@ def main() -> None:
 
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     print(f"date        : {now}")
-    print(f"cpu         : {cpu_model()}, {os.cpu_count()} logical CPUs; shoal threads "
+    print(f"cpu         : {_common.cpu_model()}, {os.cpu_count()} logical CPUs; shoal threads "
           f"{_ode_ext.num_threads()}")
-    print(f"load avg    : {load_average()} (1/5/15 min) at start")
+    print(f"load avg    : {_common.load_average()} (1/5/15 min) at start")
     print(f"jax {jax.__version__}, diffrax {diffrax.__version__}, python "
           f"{platform.python_version()}")
     print(f"problem     : VdP ring mu = linspace({MU_LO}, {MU_HI}, {args.n}), d = {D}, "
@@ -352,20 +285,15 @@ def main() -> None:
     configs = [(s, 1) for s in sizes]
     configs += [(args.sweep_vars, r) for r in ranges if (args.sweep_vars, r) not in configs]
     rows = []
+    csv_path = Path(args.out_dir) / "vdp_ring_sparse.csv"
     for n_vars, r in configs:
         if 2 * r >= n_vars // 2 and r > 1:
             print(f"  skip n_vars={n_vars} r={r}: range too long for {n_vars // 2} oscillators")
             continue
         rows.append(bench(n_vars, r, args))
-        out = Path(args.out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        with open(out / "vdp_ring_sparse.csv", "w", newline="") as fh:
-            keys = list(dict.fromkeys(k for row in rows for k in row))
-            writer = csv.DictWriter(fh, fieldnames=keys)
-            writer.writeheader()
-            writer.writerows(rows)
+        _common.write_csv(csv_path, rows)
     print_tables(rows, args)
-    print(f"\nload avg at end: {load_average()}; CSV: {Path(args.out_dir) / 'vdp_ring_sparse.csv'}")
+    print(f"\nload avg at end: {_common.load_average()}; CSV: {csv_path}")
 
 
 if __name__ == "__main__":
