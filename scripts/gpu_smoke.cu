@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "shoal/ode/ensemble.hpp"
+#include "shoal/ode/host_ensemble.hpp"
 #include "shoal/ode/rodas5p.hpp"
 #include "shoal/ode/tsit5.hpp"
 
@@ -84,16 +85,16 @@ static int failures = 0;
     }                                                                                      \
   } while (0)
 
-static ShoalEnsembleArgs args_for(const Ensemble& e) {
-  ShoalEnsembleArgs a{};
-  a.n_traj = e.n;
-  a.t_span_group = e.n;  // one t_span row shared by everyone
-  a.n_vars = e.n_vars;
-  a.n_params = e.n_params;
-  a.n_save = (int32_t)e.t.size();
-  a.options.rtol = e.rtol;  // the other options keep ShoalSolveOptions' defaults
-  a.options.atol = e.atol;
-  return a;
+// The ensemble's arguments over the given buffers (host or device pointers alike).
+template <class Model>
+static ShoalEnsembleArgs args_for(const Ensemble& e, const double* y0, const double* p,
+                                  const double* t, double* ys, int32_t* acc, int32_t* rej,
+                                  int32_t* st) {
+  ShoalSolveOptions options;  // the other options keep their defaults
+  options.rtol = e.rtol;
+  options.atol = e.atol;
+  return shoal::ode::ensemble_args<Model>(e.n, (int)e.t.size(), y0, p, t, ys, acc, rej, st,
+                                          options);
 }
 
 static Result allocate(const Ensemble& e) {
@@ -108,14 +109,9 @@ static Result allocate(const Ensemble& e) {
 template <template <class, class> class Stepper, class Model>
 Result run_host(const Ensemble& e) {
   Result r = allocate(e);
-  ShoalEnsembleArgs a = args_for(e);
-  a.y0 = e.y0.data();
-  a.params = e.p.data();
-  a.t_span = e.t.data();
-  a.ys = r.ys.data();
-  a.accepted = r.accepted.data();
-  a.rejected = r.rejected.data();
-  a.status = r.status.data();
+  const ShoalEnsembleArgs a =
+      args_for<Model>(e, e.y0.data(), e.p.data(), e.t.data(), r.ys.data(), r.accepted.data(),
+                      r.rejected.data(), r.status.data());
   shoal::ode::solve_range<Stepper, Model, double>(a, 0, e.n);
   return r;
 }
@@ -140,14 +136,7 @@ bool run_device_into(const Ensemble& e, Result& r) {
   if (!upload(&y0, e.y0) || !upload(&p, e.p) || !upload(&t, e.t) || !upload(&ys, r.ys) ||
       !upload(&acc, r.accepted) || !upload(&rej, r.rejected) || !upload(&st, r.status))
     return false;
-  ShoalEnsembleArgs a = args_for(e);
-  a.y0 = y0;
-  a.params = p;
-  a.t_span = t;
-  a.ys = ys;
-  a.accepted = acc;
-  a.rejected = rej;
-  a.status = st;
+  const ShoalEnsembleArgs a = args_for<Model>(e, y0, p, t, ys, acc, rej, st);
   const int block = 128;
   const int grid = (int)((e.n + block - 1) / block);
   solve_kernel<Stepper, Model><<<grid, block>>>(a);

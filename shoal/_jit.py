@@ -183,7 +183,6 @@ def compile_library(source: str) -> Path:
     The source must contain the marker ``SHOAL_CACHE_KEY`` where the key string is to be embedded
     (as the initialiser of an exported char array).
     """
-    _, identity = find_compiler()
     return cached_build(source, ".so", _library_identity(), _build_library)
 
 
