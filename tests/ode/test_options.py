@@ -89,3 +89,16 @@ def test_solve_signature_and_docstring_come_from_the_record():
 def test_unknown_keyword_is_a_type_error_listing_the_options():
     with pytest.raises(TypeError, match="unexpected keyword argument.*rtoll.*the options are"):
         solve(lambda y, t, p: -y, np.ones(1), np.linspace(0, 1, 3), rtoll=1e-6)
+
+
+def test_abi_version_folds_in_the_option_fields():
+    # Adding, removing, renaming or retyping an option changes the ABI by itself, so a library
+    # compiled against another list is refused rather than read with the wrong layout.
+    from shoal.ode import _ode_ext
+
+    spelling = "".join(f"{ctype} {name};" for ctype, name, _ in _cpp_fields())
+    h = 2166136261
+    for byte in spelling.encode():
+        h = ((h ^ byte) * 16777619) % 2**32
+    assert _ode_ext.abi_version & 0xFFFFFF == h & 0xFFFFFF
+    assert _ode_ext.abi_version >> 24 == 3

@@ -10,9 +10,12 @@
 #include "shoal/ode/integrate.hpp"
 #include "shoal/ode/solve_options.hpp"
 
-// Bump whenever ShoalEnsembleArgs, ShoalSolveOptions or the exported entry signatures change: the
-// host refuses a library built against a different layout instead of reading garbage.
-#define SHOAL_ODE_ABI_VERSION 3
+// The ensemble ABI: the host refuses a library built against a different layout instead of
+// reading garbage. Bump SHOAL_ODE_ABI_BASE whenever ShoalEnsembleArgs (outside its options) or the
+// exported entry signatures change; the options' layout is folded in by itself.
+#define SHOAL_ODE_ABI_BASE 3
+#define SHOAL_ODE_ABI_VERSION \
+  (static_cast<int32_t>(SHOAL_ODE_ABI_BASE << 24) | ::shoal::ode::solve_options_layout())
 
 extern "C" {
 

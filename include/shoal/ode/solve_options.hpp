@@ -3,8 +3,9 @@
 // shoal/ode/_options.py (SolveOptions.kernel_attributes) lowers these fields as ONE dictionary
 // attribute, "options"; the host handlers decode it straight into ShoalSolveOptions (XLA's struct
 // attribute decoding, generated from the list below in src/ode/ensemble_call.hpp) and embed it in
-// the argument block every kernel reads (ensemble.hpp). Nothing else spells an option's name, so
-// adding one is a line here, a field in the Python record, and the code that uses it.
+// the argument block every kernel reads (ensemble.hpp). Nothing else spells an option's name, and
+// the ensemble ABI folds in the list's spelling (shoal_solve_options_layout), so adding one is a
+// line here, a field in the Python record, and the code that uses it.
 //
 // Stored in double / int64 whatever the solve's precision: the ABI is the same for float and
 // double models, and the kernel converts once per ensemble slice (IntegrateOptions::from).
@@ -32,3 +33,27 @@ typedef struct ShoalSolveOptions {
 #undef SHOAL_SOLVE_OPTION_MEMBER
 
 }  // extern "C"
+
+// Every field is 8 bytes, so the struct has no padding and one layout on every compiler.
+#define SHOAL_SOLVE_OPTION_COUNT(type, name, value, meaning) +1
+static_assert(sizeof(ShoalSolveOptions) ==
+                  8 * (0 SHOAL_SOLVE_OPTION_FIELDS(SHOAL_SOLVE_OPTION_COUNT)),
+              "every solve option is a double or an int64_t");
+#undef SHOAL_SOLVE_OPTION_COUNT
+
+namespace shoal {
+namespace ode {
+
+// A hash (FNV-1a, 24 bits) of the field list's types and names, in order: two builds agree on the
+// options' layout exactly when they agree on it.
+SHOAL_HD constexpr int32_t solve_options_layout() {
+#define SHOAL_SOLVE_OPTION_SPELLING(type, name, value, meaning) #type " " #name ";"
+  const char* s = SHOAL_SOLVE_OPTION_FIELDS(SHOAL_SOLVE_OPTION_SPELLING);
+#undef SHOAL_SOLVE_OPTION_SPELLING
+  uint32_t h = 2166136261u;
+  for (; *s; ++s) h = (h ^ static_cast<uint8_t>(*s)) * 16777619u;
+  return static_cast<int32_t>(h & 0xffffffu);
+}
+
+}  // namespace ode
+}  // namespace shoal
