@@ -49,47 +49,32 @@ Loader load() {
     bool ok;
     const char* name;
   };
+  // Each entry point by its name at the 12.0 ABI (cuGetProcAddress) and its versioned symbol
+  // (the dlsym fallback).
+#define SHOAL_CUDA_ENTRY(name, symbol) \
+  { resolve(lib, get_v2, get_v1, #name, symbol, &a.name), #name }
   const Entry entries[] = {
-      {resolve(lib, get_v2, get_v1, "cuInit", "cuInit", &a.cuInit), "cuInit"},
-      {resolve(lib, get_v2, get_v1, "cuDriverGetVersion", "cuDriverGetVersion",
-               &a.cuDriverGetVersion),
-       "cuDriverGetVersion"},
-      {resolve(lib, get_v2, get_v1, "cuDeviceGetCount", "cuDeviceGetCount", &a.cuDeviceGetCount),
-       "cuDeviceGetCount"},
-      {resolve(lib, get_v2, get_v1, "cuDeviceGet", "cuDeviceGet", &a.cuDeviceGet), "cuDeviceGet"},
-      {resolve(lib, get_v2, get_v1, "cuGetErrorName", "cuGetErrorName", &a.cuGetErrorName),
-       "cuGetErrorName"},
-      {resolve(lib, get_v2, get_v1, "cuGetErrorString", "cuGetErrorString", &a.cuGetErrorString),
-       "cuGetErrorString"},
-      {resolve(lib, get_v2, get_v1, "cuStreamGetCtx", "cuStreamGetCtx", &a.cuStreamGetCtx),
-       "cuStreamGetCtx"},
-      {resolve(lib, get_v2, get_v1, "cuCtxPushCurrent", "cuCtxPushCurrent_v2", &a.cuCtxPushCurrent),
-       "cuCtxPushCurrent"},
-      {resolve(lib, get_v2, get_v1, "cuCtxPopCurrent", "cuCtxPopCurrent_v2", &a.cuCtxPopCurrent),
-       "cuCtxPopCurrent"},
-      {resolve(lib, get_v2, get_v1, "cuCtxGetDevice", "cuCtxGetDevice", &a.cuCtxGetDevice),
-       "cuCtxGetDevice"},
-      {resolve(lib, get_v2, get_v1, "cuDeviceGetAttribute", "cuDeviceGetAttribute",
-               &a.cuDeviceGetAttribute),
-       "cuDeviceGetAttribute"},
-      {resolve(lib, get_v2, get_v1, "cuModuleLoadData", "cuModuleLoadData", &a.cuModuleLoadData),
-       "cuModuleLoadData"},
-      {resolve(lib, get_v2, get_v1, "cuModuleGetFunction", "cuModuleGetFunction",
-               &a.cuModuleGetFunction),
-       "cuModuleGetFunction"},
-      {resolve(lib, get_v2, get_v1, "cuModuleGetGlobal", "cuModuleGetGlobal_v2",
-               &a.cuModuleGetGlobal),
-       "cuModuleGetGlobal"},
-      {resolve(lib, get_v2, get_v1, "cuMemcpyDtoH", "cuMemcpyDtoH_v2", &a.cuMemcpyDtoH),
-       "cuMemcpyDtoH"},
-      {resolve(lib, get_v2, get_v1, "cuMemcpyAsync", "cuMemcpyAsync", &a.cuMemcpyAsync),
-       "cuMemcpyAsync"},
-      {resolve(lib, get_v2, get_v1, "cuFuncGetAttribute", "cuFuncGetAttribute",
-               &a.cuFuncGetAttribute),
-       "cuFuncGetAttribute"},
-      {resolve(lib, get_v2, get_v1, "cuLaunchKernel", "cuLaunchKernel", &a.cuLaunchKernel),
-       "cuLaunchKernel"},
+      SHOAL_CUDA_ENTRY(cuInit, "cuInit"),
+      SHOAL_CUDA_ENTRY(cuDriverGetVersion, "cuDriverGetVersion"),
+      SHOAL_CUDA_ENTRY(cuDeviceGetCount, "cuDeviceGetCount"),
+      SHOAL_CUDA_ENTRY(cuDeviceGet, "cuDeviceGet"),
+      SHOAL_CUDA_ENTRY(cuGetErrorName, "cuGetErrorName"),
+      SHOAL_CUDA_ENTRY(cuGetErrorString, "cuGetErrorString"),
+      SHOAL_CUDA_ENTRY(cuStreamGetCtx, "cuStreamGetCtx"),
+      SHOAL_CUDA_ENTRY(cuCtxPushCurrent, "cuCtxPushCurrent_v2"),
+      SHOAL_CUDA_ENTRY(cuCtxPopCurrent, "cuCtxPopCurrent_v2"),
+      SHOAL_CUDA_ENTRY(cuCtxGetDevice, "cuCtxGetDevice"),
+      SHOAL_CUDA_ENTRY(cuDeviceGetAttribute, "cuDeviceGetAttribute"),
+      SHOAL_CUDA_ENTRY(cuModuleLoadData, "cuModuleLoadData"),
+      SHOAL_CUDA_ENTRY(cuModuleGetFunction, "cuModuleGetFunction"),
+      SHOAL_CUDA_ENTRY(cuModuleGetGlobal, "cuModuleGetGlobal_v2"),
+      SHOAL_CUDA_ENTRY(cuMemcpyDtoH, "cuMemcpyDtoH_v2"),
+      SHOAL_CUDA_ENTRY(cuMemcpyAsync, "cuMemcpyAsync"),
+      SHOAL_CUDA_ENTRY(cuFuncGetAttribute, "cuFuncGetAttribute"),
+      SHOAL_CUDA_ENTRY(cuLaunchKernel, "cuLaunchKernel"),
   };
+#undef SHOAL_CUDA_ENTRY
+
   for (const Entry& e : entries) {
     if (!e.ok) {
       r.error = std::string("the CUDA driver at ") + path + " lacks " + e.name +
