@@ -18,6 +18,7 @@ import dataclasses
 import enum
 import math
 import numbers
+import textwrap
 from typing import Any
 
 import jax
@@ -178,8 +179,9 @@ class SolveOptions:
     sparsity: Any = _option(
         None, _sparsity,
         'Rodas5P: ``None`` (dense LU), ``"auto"`` (the structural pattern detected from ``f``), '
-        "or the Jacobian pattern as an ``(n, n)`` bool mask, a SciPy sparse matrix or "
-        "``(nnz, 2)`` int pairs; a given pattern must contain every structural nonzero of ``f``. "
+        "or the Jacobian pattern as an n-by-n bool mask, a SciPy sparse matrix or an "
+        "nnz-by-2 int array of (row, col) pairs; a given pattern must contain every structural "
+        "nonzero of ``f``. "
         "A pattern buys one dual-number sweep per colour of its column-intersection graph and a "
         "sparse direct solver compiled for it.")
     ordering: Ordering = _option(
@@ -218,5 +220,6 @@ def documentation() -> str:
     for f in dataclasses.fields(SolveOptions):
         default = f.default.value if isinstance(f.default, enum.Enum) else f.default
         lines.append(f"    {f.name} : default {default!r}")
-        lines.append(f"        {f.metadata['doc']}")
+        lines.append(textwrap.fill(f.metadata["doc"], width=96, initial_indent=" " * 8,
+                                   subsequent_indent=" " * 8))
     return "\n".join(lines)
