@@ -748,12 +748,12 @@ def test_no_params_and_constant_output():
     )
 
 
-def _unsupported_cumsum(y, t, p):
-    return jnp.cumsum(y) * t
+def _unsupported_cumlogsumexp(y, t, p):
+    return lax.cumlogsumexp(y) * t
 
 
-def _unsupported_sort(y, t, p):
-    return jnp.sort(y) + p[0]
+def _unsupported_top_k(y, t, p):
+    return jnp.tile(lax.top_k(y, 2)[0], 3) + p[0]
 
 
 def _unsupported_while(y, t, p):
@@ -764,18 +764,18 @@ def _unsupported_long_loop(y, t, p):
     return lax.fori_loop(0, _codegen.MAX_UNROLL + 1, lambda i, c: c * 0.5, y)
 
 
-def _unsupported_argmax(y, t, p):
-    return y * jnp.argmax(y)
+def _unsupported_lgamma(y, t, p):
+    return y * jsp.gammaln(y * y + 1.0)
 
 
 @pytest.mark.parametrize(
     "f, primitive",
     [
-        (_unsupported_cumsum, "cumsum"),
-        (_unsupported_sort, "sort"),
+        (_unsupported_cumlogsumexp, "cumlogsumexp"),
+        (_unsupported_top_k, "top_k"),
         (_unsupported_while, "while"),
         (_unsupported_long_loop, "scan"),
-        (_unsupported_argmax, "argmax"),
+        (_unsupported_lgamma, "lgamma"),
     ],
     ids=lambda v: v if isinstance(v, str) else "",
 )

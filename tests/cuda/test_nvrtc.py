@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax import lax
 
 import shoal
 from shoal import _nvrtc
@@ -140,6 +141,20 @@ def test_constant_tables_compile_for_host_and_device():
     cubin, log = _nvrtc.compile_source(_keyed(source), ARCH)
     assert b"shoal_ode_tsit5" in cubin
     assert "warning" not in log.lower(), log
+
+
+def test_scans_argmax_and_sort_compile_for_the_device():
+    # Cumulative scans, argmax and the sorting network emit `const auto` primal temporaries and
+    # select(): both must exist in device code, for Rodas5P's dual numbers too.
+    def f(y, t, p):
+        return jnp.cumsum(jnp.sort(y)) * jnp.argmax(y) + lax.cummax(y) * p[0]
+
+    model = _codegen.generate_model(f, 5, 1, np.float64)
+    for variant in (Variant(Method.TSIT5), Variant(Method.RODAS5P)):
+        source = _kernel_source.library_source(model, variant, "cuda")
+        cubin, log = _nvrtc.compile_source(_keyed(source), ARCH)
+        assert variant.entry.encode() in cubin
+        assert "warning" not in log.lower(), log
 
 
 def test_compile_cubin_is_cached_and_keyed(tmp_path, monkeypatch):

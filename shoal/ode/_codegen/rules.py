@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from shoal.ode._codegen import control_flow, data_movement, elementwise, reductions
+from shoal.ode._codegen import control_flow, data_movement, elementwise, reductions, scans
 from shoal.ode._codegen.contractions import dot_general
 
 Rule = Callable[..., list]
@@ -25,6 +25,14 @@ def _reduce(walker, eqn, ins):
 
 def _dot_general(walker, eqn, ins):
     return [dot_general(walker, eqn, ins[0], ins[1])]
+
+
+def _cumulative(walker, eqn, ins):
+    return [scans.cumulative(walker, eqn, ins[0])]
+
+
+def _arg_reduction(walker, eqn, ins):
+    return [scans.arg_reduction(walker, eqn, ins[0])]
 
 
 def _iota(walker, eqn, ins):
@@ -46,6 +54,9 @@ RULES: dict[str, Rule] = {
     # after elementwise: select_n and copy are data movement (select_n with a constant predicate)
     **dict.fromkeys(data_movement.DATA_OPERANDS, data_movement.move),
     **dict.fromkeys(reductions.PRIMITIVES, _reduce),
+    **dict.fromkeys(scans.CUMULATIVE, _cumulative),
+    **dict.fromkeys(scans.ARG_REDUCTIONS, _arg_reduction),
+    "sort": scans.sort,
     "dot_general": _dot_general,
     "iota": _iota,
     "scan": _nested(control_flow.scan),

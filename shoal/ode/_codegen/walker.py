@@ -46,7 +46,8 @@ class Walker:
         return NotImplementedError(
             f"shoal cannot translate primitive '{eqn.primitive.name}' (at {self.where(eqn)}); "
             "supported: arithmetic, elementary functions, comparisons, select, cond, loops with "
-            "constant bounds, indexing with constant indices, reductions and contractions"
+            "constant bounds, indexing with constant indices, reductions, cumulative scans, "
+            "argmax/argmin, sorts of small rows and contractions"
         )
 
     def run(self, jaxpr, consts, args):
