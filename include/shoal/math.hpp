@@ -48,6 +48,7 @@ SHOAL_UNARY(acosh)
 SHOAL_UNARY(atanh)
 SHOAL_UNARY(erf)
 SHOAL_UNARY(erfc)
+SHOAL_UNARY(lgamma)
 SHOAL_UNARY(floor)
 SHOAL_UNARY(ceil)
 SHOAL_UNARY(trunc)
@@ -133,6 +134,8 @@ SHOAL_INLINE bool is_finite(float x) { return x - x == 0.0f; }
 // ambiguous. Block-scope using-declarations hide them and still let argument-dependent lookup add
 // the overloads of other scalar types.
 #define SHOAL_MATH_USING                                                                          \
+  using shoal::math::lgamma; using shoal::math::digamma; using shoal::math::polygamma;            \
+  using shoal::math::erf_inv;                                                                     \
   using shoal::math::exp; using shoal::math::exp2; using shoal::math::log;                        \
   using shoal::math::log1p; using shoal::math::expm1; using shoal::math::sqrt;                    \
   using shoal::math::cbrt; using shoal::math::sin; using shoal::math::cos; using shoal::math::tan; \
@@ -150,3 +153,6 @@ SHOAL_INLINE bool is_finite(float x) { return x - x == 0.0f; }
 
 }  // namespace math
 }  // namespace shoal
+
+// digamma, polygamma, erf_inv: special functions, in their own header.
+#include "shoal/special.hpp"

@@ -219,6 +219,9 @@ SHOAL_DUAL_UNARY(acosh, acosh(a), T(1) / (sqrt(a - T(1)) * sqrt(a + T(1))))  // 
 SHOAL_DUAL_UNARY(atanh, atanh(a), T(1) / (T(1) - a * a))                   // 1/(1−a²)
 SHOAL_DUAL_UNARY(erf, erf(a), T(1.12837916709551257390) * exp(-a * a))     // 2/√π e^{−a²}
 SHOAL_DUAL_UNARY(erfc, erfc(a), T(-1.12837916709551257390) * exp(-a * a))  // −2/√π e^{−a²}
+SHOAL_DUAL_UNARY(erf_inv, erf_inv(a), T(0.88622692545275801365) * exp(r * r))  // √π/2 e^{r²}
+SHOAL_DUAL_UNARY(lgamma, lgamma(a), digamma(a))                            // ψ(a)
+SHOAL_DUAL_UNARY(digamma, digamma(a), polygamma(1, a))                     // ψ'(a)
 SHOAL_DUAL_UNARY(floor, floor(a), T(0))                                    // piecewise constant
 SHOAL_DUAL_UNARY(ceil, ceil(a), T(0))
 SHOAL_DUAL_UNARY(trunc, trunc(a), T(0))
@@ -228,6 +231,13 @@ SHOAL_DUAL_UNARY(round_away, round_away(a), T(0))
 SHOAL_DUAL_UNARY(abs, abs(a), a > T(0) ? T(1) : (a < T(0) ? T(-1) : T(0)))
 SHOAL_DUAL_UNARY(fabs, abs(a), a > T(0) ? T(1) : (a < T(0) ? T(-1) : T(0)))
 #undef SHOAL_DUAL_UNARY
+
+// ψ^(k)(a)' = ψ^(k+1)(a): the order is a constant of the model, not differentiated.
+template <class T, int N>
+SHOAL_INLINE Dual<T, N> polygamma(int k, const Dual<T, N>& x) {
+  SHOAL_MATH_USING;
+  return chain(x, polygamma(k, x.v), T(polygamma(k + 1, x.v)));
+}
 
 // sign is piecewise constant: zero derivative everywhere, at 0 too (math::sign returns x there,
 // which would carry x's tangents).

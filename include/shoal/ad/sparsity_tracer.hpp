@@ -132,7 +132,14 @@ SHOAL_TRACER_UNARY(fabs)
 SHOAL_TRACER_UNARY(rsqrt)
 SHOAL_TRACER_UNARY(square)
 SHOAL_TRACER_UNARY(logistic)
+SHOAL_TRACER_UNARY(lgamma)
+SHOAL_TRACER_UNARY(digamma)
+SHOAL_TRACER_UNARY(erf_inv)
 #undef SHOAL_TRACER_UNARY
+template <int W>
+SHOAL_INLINE Tracer<W> polygamma(int, const Tracer<W>& x) {
+  return x;
+}
 
 // Piecewise-constant functions have zero derivative: no dependency survives them.
 #define SHOAL_TRACER_FLAT(name)                          \

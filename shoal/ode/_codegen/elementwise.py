@@ -34,6 +34,9 @@ FLOAT_UNARY = {
     "logistic": "logistic({0})",
     "erf": "erf({0})",
     "erfc": "erfc({0})",
+    "erf_inv": "erf_inv({0})",
+    "lgamma": "lgamma({0})",
+    "digamma": "digamma({0})",
     "floor": "floor({0})",
     "ceil": "ceil({0})",
     "abs": "abs({0})",
@@ -47,6 +50,8 @@ FLOAT_BINARY = {
     "pow": "pow({0}, {1})",
     "atan2": "atan2({0}, {1})",
     "rem": "fmod({0}, {1})",
+    # jax.scipy.special.polygamma(m, x): the order m is a constant of the model.
+    "polygamma": "polygamma(static_cast<int>(primal({0})), {1})",
 }
 INT_BINARY = {
     "max": "({0} > {1} ? {0} : {1})",
