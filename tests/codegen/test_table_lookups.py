@@ -1,4 +1,5 @@
-"""Table lookups at run-time indices: searchsorted, interp, splines, gather, dynamic_slice, take.
+"""Table lookups at run-time indices: searchsorted, interp, splines, RegularGridInterpolator,
+gather, dynamic_slice, take, x[i].
 
 Each model is compiled once and evaluated at random points, many out of the table's range or
 with out-of-range indices, against JAX's own evaluation of ``f`` (1e-13 float64, 1e-6 float32);
@@ -17,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax import lax
+from jax.scipy.interpolate import RegularGridInterpolator
 from test_codegen import CompiledModel, jax_eval
 
 from shoal import _jit
@@ -118,6 +120,20 @@ def _searchsorted_symbolic(method):
     return f
 
 
+GX, GY = np.linspace(-1.0, 1.0, 5), np.linspace(-1.5, 0.5, 7)
+GRID_VALUES = np.sin(3.0 * GX[:, None] + GY[None, :])
+
+
+def _regular_grid(y, t, p):
+    grid = (_c(GX, y), _c(GY, y))
+    points = jnp.stack([y[:2], jnp.stack([t, y[3]])], axis=-1)
+    out = [
+        RegularGridInterpolator(grid, _c(GRID_VALUES, y), method=method, fill_value=fill)(points)
+        for method, fill in (("linear", None), ("linear", np.nan), ("nearest", -3.0))
+    ]
+    return jnp.concatenate(out)[:4] + jnp.concatenate(out)[2:]
+
+
 def _take(y, t, p):
     fp = _c(FP, y)
     return jnp.stack(
@@ -180,6 +196,7 @@ CASES = [
     _interp,
     _interp_vector,
     _spline_model,
+    _regular_grid,
     *(_searchsorted(m) for m in ("scan", "scan_unrolled", "sort", "compare_all")),
     *(_searchsorted_symbolic(m) for m in ("scan", "scan_unrolled", "compare_all")),
     _take,
@@ -263,7 +280,16 @@ def _dual_jacobian(f):
 
 @pytest.mark.parametrize(
     "f",
-    [_interp, _interp_vector, _spline_model, _take, _getitem, _dynamic_slice, _state_index],
+    [
+        _interp,
+        _interp_vector,
+        _spline_model,
+        _regular_grid,
+        _take,
+        _getitem,
+        _dynamic_slice,
+        _state_index,
+    ],
     ids=lambda f: f.__name__.strip("_"),
 )
 def test_dual_jacobian_matches_jacfwd(f):
