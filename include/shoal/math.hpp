@@ -126,6 +126,34 @@ SHOAL_INLINE T select(bool pred, const T& on_true, const T& on_false) {
 // The primal value of a scalar; dual numbers overload it to strip their tangents.
 SHOAL_INLINE double primal(double x) { return x; }
 SHOAL_INLINE float primal(float x) { return x; }
+// lax's total order on floats (lt_to, searchsorted): NaN above everything, -0 equal to +0 (JAX
+// canonicalises zeros before comparing). Callers pass primal values.
+template <class S>
+SHOAL_INLINE bool lt_total(const S& a, const S& b) {
+  return a == a && (b != b || a < b);
+}
+// jnp.searchsorted over a sorted table of n entries: how many entries are below x (right: not
+// above x), in the total order. A binary search, so a model's source does not grow with n.
+template <class S, class Q>
+SHOAL_INLINE int64_t search_sorted(const S* table, int64_t n, const Q& x, bool right) {
+  int64_t lo = 0, hi = n;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    const Q v = static_cast<Q>(table[mid]);
+    if (right ? !lt_total(x, v) : lt_total(v, x)) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+// An element read at a run-time index: the element itself. The index was computed from `from`;
+// the sparsity tracer overloads this so the read depends on them (as select joins both branches).
+template <class T, class... D>
+SHOAL_INLINE T indexed(const T& value, const D&...) {
+  return value;
+}
 SHOAL_INLINE bool is_finite(double x) { return x - x == 0.0; }
 SHOAL_INLINE bool is_finite(float x) { return x - x == 0.0f; }
 
@@ -149,7 +177,8 @@ SHOAL_INLINE bool is_finite(float x) { return x - x == 0.0f; }
   using shoal::math::rsqrt; using shoal::math::square; using shoal::math::logistic;               \
   using shoal::math::sign; using shoal::math::max; using shoal::math::min;                        \
   using shoal::math::clamp; using shoal::math::integer_pow; using shoal::math::primal;            \
-  using shoal::math::select; using shoal::math::is_finite
+  using shoal::math::select; using shoal::math::is_finite;                                        \
+  using shoal::math::lt_total; using shoal::math::search_sorted; using shoal::math::indexed
 
 }  // namespace math
 }  // namespace shoal

@@ -806,13 +806,21 @@ def _update_at_param(y, t, p):
 
 @pytest.mark.parametrize(
     "f",
-    [_index_from_state, _gather_from_state, _slice_at_time, _update_at_param],
+    [_index_from_state, _gather_from_state, _slice_at_time],
     ids=lambda f: f.__name__.strip("_"),
 )
-def test_indices_from_state_are_rejected(f):
+def test_reads_at_indices_from_state_are_translated(f):
+    # test_table_lookups.py has the rest: every mode, constant tables, derivatives
+    y = np.array([0.5, -1.0, 2.0, 7.0, -9.0, 1.5])
+    for t in (-3.0, 0.0, 2.5, 9.0):
+        assert_matches(f, N, NP, np.float64, y, t, np.linspace(-1.0, 1.0, NP), rtol=1e-13)
+
+
+def test_writes_at_indices_from_state_are_rejected():
     with pytest.raises(NotImplementedError, match="indices") as info:
-        generate_model(f, N, NP, np.float64)
-    assert f"test_codegen.py:{f.__code__.co_firstlineno + 1}" in str(info.value)
+        generate_model(_update_at_param, N, NP, np.float64)
+    assert f"test_codegen.py:{_update_at_param.__code__.co_firstlineno + 1}" in str(info.value)
+    assert "jnp.where" in str(info.value)
 
 
 @pytest.mark.parametrize(

@@ -157,6 +157,27 @@ def test_scans_argmax_and_sort_compile_for_the_device():
         assert "warning" not in log.lower(), log
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
+def test_table_lookups_compile_for_the_device(dtype):
+    # search_sorted, reads of a __device__ table and of a local array at run-time indices,
+    # under the dual numbers of Rodas5P's Jacobian.
+    xp = np.linspace(0.0, 1.0, 300)
+
+    def f(y, t, p):
+        fp = jnp.asarray(np.sin(xp), dtype)
+        k = jnp.searchsorted(jnp.asarray(xp, dtype), y[2], side="right")
+        return jnp.stack(
+            [jnp.interp(t, jnp.asarray(xp, dtype), fp) * y[0], fp[k] - y[1], y[k % 3] * p[0]]
+        )
+
+    model = _codegen.generate_model(f, 3, 1, dtype)
+    for variant in (Variant(Method.TSIT5), Variant(Method.RODAS5P)):
+        source = _kernel_source.library_source(model, variant, "cuda")
+        cubin, log = _nvrtc.compile_source(_keyed(source), ARCH)
+        assert variant.entry.encode() in cubin
+        assert "warning" not in log.lower(), log
+
+
 def test_compile_cubin_is_cached_and_keyed(tmp_path, monkeypatch):
     from shoal import _jit
 

@@ -176,6 +176,13 @@ template <int W>
 SHOAL_INLINE Tracer<W> select(bool, const Tracer<W>& on_true, const Tracer<W>& on_false) {
   return Tracer<W>::join(on_true, on_false);
 }
+// A read at a run-time index depends on what the index was computed from, whatever it reads.
+template <int W, class... D>
+SHOAL_INLINE Tracer<W> indexed(const Tracer<W>& value, const D&... from) {
+  Tracer<W> r = value;
+  ((r = Tracer<W>::join(r, from)), ...);
+  return r;
+}
 template <int W>
 SHOAL_INLINE Tracer<W> integer_pow(const Tracer<W>& x, int) {
   return x;

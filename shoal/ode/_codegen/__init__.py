@@ -10,6 +10,9 @@ the rule its primitive maps to in ``rules``:
 - data-movement primitives (slice, gather, reshape, concatenate, ...) emit nothing at all - they
   are evaluated by JAX itself on arrays of element ids, so their semantics are JAX's by
   construction (``data_movement``);
+- reads at indices computed at run time (gather, dynamic_slice) index a static table when the
+  array is constant, else a local array (``indexing``), and ``jnp.searchsorted`` into a constant
+  array is one binary search (``sorted_search``), so the source does not grow with a table;
 - reductions fold their elements pairwise (``reductions``);
 - large contractions with a constant matrix become loops over a static table so the source stays
   bounded (``contractions``);

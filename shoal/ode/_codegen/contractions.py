@@ -98,6 +98,7 @@ def _dot_table(em, L, R, const_is_lhs, ldt, rdt, out_dtype, out_shape) -> Sym:
         for k in range(nk):
             for v in range(nv):
                 ref = f"{res}[{(b * nk + k) * nv + v}]"
+                em.floats.add(ref)
                 if const_is_lhs:
                     out[b, k, v] = ref
                 else:

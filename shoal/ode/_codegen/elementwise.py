@@ -59,6 +59,8 @@ INT_BINARY = {
     "rem": "({0} % {1})",
 }
 COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+# lax's total-order comparisons (searchsorted): NaN above every float. Operands are primal values.
+TOTAL_ORDER = {"lt_to": "lt_total({0}, {1})", "le_to": "(!lt_total({1}, {0}))"}
 LOGICAL = {"and": ("&&", "&"), "or": ("||", "|"), "xor": ("!=", "^")}
 CONVERSIONS = (
     "convert_element_type",
@@ -69,7 +71,8 @@ CONVERSIONS = (
 )
 # Every primitive format_for has a format for (for some dtypes).
 PRIMITIVES = frozenset(
-    [*FLOAT_UNARY, *BINARY, *FLOAT_BINARY, *INT_BINARY, *COMPARE, *LOGICAL, *CONVERSIONS]
+    [*FLOAT_UNARY, *BINARY, *FLOAT_BINARY, *INT_BINARY, *COMPARE, *TOTAL_ORDER, *LOGICAL]
+    + [*CONVERSIONS]
     + ["not", "integer_pow", "round", "is_finite", "clamp", "select_n"]
 )
 
@@ -111,6 +114,9 @@ def format_for(walker, eqn, ins, out_dtype):
         return "({0} * {0})", ctype
     if name in COMPARE:
         return "({0} " + COMPARE[name] + " {1})", "bool"
+    if name in TOTAL_ORDER:
+        key = "primal({})" if is_float else "{}"
+        return TOTAL_ORDER[name].format(key.format("{0}"), key.format("{1}")), "bool"
     if name in LOGICAL:
         op = LOGICAL[name][0 if in_dtype == np.bool_ else 1]
         return "({0} " + op + " {1})", ctype

@@ -33,6 +33,7 @@ def generate_model(f, n_vars: int, n_params: int, dtype) -> GeneratedModel:
     y = Sym(np.array([f"y[{i}]" for i in range(n_vars)], dtype=object), dtype)
     t = Sym(np.array("t", dtype=object), dtype)
     p = Sym(np.array([f"p[{i}]" for i in range(n_params)], dtype=object).reshape(n_params), dtype)
+    em.floats.update(["t", *y.elems.flat, *p.elems.flat])
     consts = [const_sym(np.asarray(c)) for c in closed.consts]
     (out,) = Walker(em).run(closed.jaxpr, consts, [y, t, p])
     body = list(em.lines)

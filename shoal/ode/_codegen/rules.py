@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from shoal.ode._codegen import control_flow, data_movement, elementwise, reductions, scans
+from shoal.ode._codegen import (
+    control_flow,
+    data_movement,
+    elementwise,
+    indexing,
+    reductions,
+    scans,
+    sorted_search,
+)
 from shoal.ode._codegen.contractions import dot_general
 
 Rule = Callable[..., list]
@@ -57,9 +65,18 @@ RULES: dict[str, Rule] = {
     **dict.fromkeys(scans.CUMULATIVE, _cumulative),
     **dict.fromkeys(scans.ARG_REDUCTIONS, _arg_reduction),
     "sort": scans.sort,
+    # at run-time indices; with constant ones they are data movement
+    "gather": indexing.gather,
+    "dynamic_slice": indexing.dynamic_slice,
     "dot_general": _dot_general,
     "iota": _iota,
     "scan": _nested(control_flow.scan),
     "while": _nested(control_flow.while_loop),
     "cond": _nested(control_flow.cond),
+}
+
+# Library functions recognised by their jit's name and translated whole; a rule returns None to
+# have the body inlined instead.
+NAMED_CALLS: dict[str, Rule] = {
+    "searchsorted": sorted_search.searchsorted,
 }

@@ -14,9 +14,17 @@ import numpy as np
 
 from shoal.ode._codegen.emitter import Emitter
 from shoal.ode._codegen.jax_internals import eager, source_location
-from shoal.ode._codegen.rules import RULES
+from shoal.ode._codegen.rules import NAMED_CALLS, RULES
 from shoal.ode._codegen.tracing import CALL_LIKE, call_body
 from shoal.ode._codegen.values import const_sym
+
+# What to write instead of a primitive that is not translated, where there is an equivalent.
+_INSTEAD = {
+    "scatter": (
+        " (x.at[i].set/add/...): build the array instead, e.g. jnp.stack of its elements or"
+        " jnp.where(jnp.arange(x.size) == i, value, x)"
+    ),
+}
 
 
 class Walker:
@@ -43,11 +51,13 @@ class Walker:
             self.calls.pop()
 
     def unsupported(self, eqn) -> NotImplementedError:
+        name = eqn.primitive.name
+        hint = _INSTEAD.get(name.split("-")[0], "")
         return NotImplementedError(
-            f"shoal cannot translate primitive '{eqn.primitive.name}' (at {self.where(eqn)}); "
+            f"shoal cannot translate primitive '{name}' (at {self.where(eqn)}){hint}; "
             "supported: arithmetic, elementary functions, comparisons, select, cond, loops with "
-            "constant bounds, indexing with constant indices, reductions, cumulative scans, "
-            "argmax/argmin, sorts of small rows and contractions"
+            "constant bounds, indexing (reads at computed indices too), searchsorted, "
+            "reductions, cumulative scans, argmax/argmin, sorts of small rows and contractions"
         )
 
     def run(self, jaxpr, consts, args):
@@ -87,6 +97,12 @@ class Walker:
         return rule(self, eqn, ins)
 
     def inline(self, eqn, ins):
+        named = NAMED_CALLS.get(eqn.params.get("name"))
+        if named is not None:
+            with self.inside(eqn):
+                outs = named(self, eqn, ins)
+            if outs is not None:
+                return outs
         body = call_body(eqn)
         if body is None:
             raise NotImplementedError(

@@ -1,0 +1,55 @@
+"""``jnp.searchsorted`` into a constant sorted array: one binary search over a static table.
+
+Every ``method`` of jnp.searchsorted ('scan', 'scan_unrolled', 'sort', 'compare_all') computes
+the same thing, and each would otherwise unroll into code that grows with the table (log n
+lookups, a sort, or n comparisons). The call is recognised by its jit's name and replaced by
+``search_sorted`` (math.hpp) in lax's total order. Which ``side`` the jit was traced for is not
+in its parameters; JAX itself answers it, by evaluating the call at the table's first entry.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+from shoal.ode._codegen.cpp import ctype as _ctype
+from shoal.ode._codegen.cpp import double, literal
+from shoal.ode._codegen.cpp import is_float as _is_float
+from shoal.ode._codegen.jax_internals import eager
+from shoal.ode._codegen.values import Sym
+
+
+def searchsorted(walker, eqn, ins) -> list[Sym] | None:
+    """The translated call, or None to translate its body instead (a table that is not constant)."""
+    if len(ins) != 2 or len(eqn.outvars) != 1:
+        return None
+    table, query = ins
+    if query.is_const() or not table.is_const() or len(table.shape) != 1:
+        return None
+    if table.dtype != query.dtype:
+        return None
+    em = walker.em
+    out_dtype = np.dtype(eqn.outvars[0].aval.dtype)
+    values = table.const_value()
+    out = np.empty(query.shape, dtype=object)
+    if values.size == 0:
+        out[...] = 0
+        return [Sym(out, out_dtype)]
+    probe = np.full(query.shape, values[0], dtype=query.dtype)
+    with eager():
+        found = eqn.primitive.bind(jnp.asarray(values), jnp.asarray(probe), **eqn.params)
+    right = "true" if int(np.asarray(found).flat[0]) > 0 else "false"
+    if _is_float(table.dtype):
+        name = em.table("double", [double(v) for v in values])
+        key = "primal({})"
+    else:
+        name = em.table(_ctype(table.dtype), [literal(v, table.dtype) for v in values])
+        key = "static_cast<int64_t>({})"
+    ctype = _ctype(out_dtype)
+    for idx in np.ndindex(query.shape):
+        q = key.format(em.render(query.elems[idx], query.dtype))
+        out[idx] = em.assign(
+            ctype,
+            f"static_cast<{ctype}>(search_sorted(tab::{name}, {values.size}, {q}, {right}))",
+        )
+    return [Sym(out, out_dtype)]
