@@ -10,9 +10,11 @@
 // to x ≥ 12, then the asymptotic series (Abramowitz & Stegun 6.3.18, 6.4.11)
 //   ψ(x)     ~ ln x − 1/(2x) − Σ_j B_2j / (2j x^{2j}),
 //   ψ^(k)(x) ~ (−1)^{k+1} [ (k−1)!/x^k + k!/(2 x^{k+1}) + Σ_j B_2j (2j+k−1)! / ((2j)! x^{2j+k}) ],
-// with ten Bernoulli numbers: below 1e-15 relative at x ≥ 12 for k ≤ 3. For x < 0 digamma uses the
-// reflection ψ(x) = ψ(1−x) − π / tan(πx), higher orders the recurrence. At 0 and the negative
-// integers (poles) digamma is NaN and the odd orders +inf, as in JAX.
+// with ten Bernoulli numbers: below 1e-15 relative at x ≥ 12 for k ≤ 3. For x < 0 digamma and
+// trigamma use the reflections ψ(x) = ψ(1−x) − π / tan(πx), ψ'(x) = π² / sin²(πx) − ψ'(1−x)
+// (JAX's own trigamma skips it and is wrong far below 0), higher orders the recurrence, down to
+// x = −1e5 (NaN below: that would take |x| steps). At 0 and the negative integers (poles) digamma
+// is NaN and the odd orders +inf, as in JAX.
 //
 // erf_inv: Giles' single-precision approximation (M. Giles, "Approximating the erfinv function",
 // GPU Computing Gems, 2010) refined by four Newton steps on erf, or on erfc for |x| > 1/2 where
@@ -46,6 +48,11 @@ SHOAL_INLINE double polygamma(int k, double x) {
   if (x != x) return x;
   if (x <= 0 && floor(x) == x) return k == 0 || k % 2 == 0 ? nan : inf;  // a pole (or -inf)
   if (k == 0 && x < 0) return polygamma(0, 1 - x) - pi / tan(pi * x);
+  if (k == 1 && x < 0) {
+    const double s = sin(pi * x);
+    return pi * pi / (s * s) - polygamma(1, 1 - x);
+  }
+  if (x < -1e5) return nan;  // k ≥ 2: the recurrence would take |x| steps
   if (x == inf) return k == 0 ? inf : 0.0;
   const double sign = k % 2 == 0 ? -1.0 : 1.0;  // (−1)^{k+1}
   const double k_fact = factorial(k);

@@ -80,6 +80,19 @@ def test_dual_jacobian_matches_jacfwd(name):
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-300)
 
 
+def test_far_negative_arguments_are_fast_and_follow_the_reflections():
+    # Reflection formulas, not |x| recurrence steps; against SciPy on the positive side.
+    x = np.array([-1e8 - 0.5, -12345.25, -3.3, -0.5, 2.5, 7.0])
+    trigamma = CompiledModel(MODELS["trigamma"], N, 1, np.float64)(x, 0.0, [0.0])
+    want = np.pi**2 / np.sin(np.pi * x) ** 2 - scipy.special.polygamma(1, 1 - x)
+    want[4:] = scipy.special.polygamma(1, x[4:])
+    np.testing.assert_allclose(trigamma, want, rtol=1e-9)
+    digamma = CompiledModel(MODELS["digamma"], N, 1, np.float64)(x, 0.0, [0.0])
+    np.testing.assert_allclose(digamma, scipy.special.digamma(x), rtol=1e-9)
+    third = CompiledModel(MODELS["polygamma3"], N, 1, np.float64)(x, 0.0, [0.0])
+    assert np.isnan(third[0]) and np.all(np.isfinite(third[1:]))
+
+
 def test_derivatives_through_rodas5p_match_jax():
     # y' = -p0 · (gammaln(2 + y0²) + digamma(1.5 + y1²) + erfinv(tanh(y2)/2)): Rodas5P's dual
     # Jacobian and the nested duals of its joint sensitivity solve, against JAX differentiating
