@@ -1,11 +1,12 @@
 # make test: local virtual environment, build, C++ tests (ctest) and Python tests (pytest).
 # make demo: the same set-up, then the Lorenz ensemble demo (summary + plot).
+# make examples: the worked applications in examples/ (each times shoal against diffrax).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 JOBS ?= 2
 
-.PHONY: all venv build cpp-test py-test test demo bench lint clean
+.PHONY: all venv build cpp-test py-test test demo bench examples lint clean
 
 all: build
 
@@ -13,7 +14,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "scikit-build-core>=0.10" "nanobind>=2.4" cmake ninja
-	$(PY) -m pip install -q "jax>=0.5,<0.11" "jaxlib>=0.5,<0.11" numpy scipy cvxopt pytest hypothesis diffrax matplotlib ruff
+	$(PY) -m pip install -q "jax>=0.5,<0.11" "jaxlib>=0.5,<0.11" numpy scipy cvxopt pytest hypothesis diffrax matplotlib blackjax ruff
 	touch $@
 
 venv: $(VENV)/.installed
@@ -39,6 +40,11 @@ demo: build
 
 bench: build
 	$(PY) benchmarks/lorenz_tsit5.py
+
+# The worked applications at full size: each writes its plot next to its main.py.
+EXAMPLES := bbn igm_21cm mukhanov_sasaki
+examples: build
+	for e in $(EXAMPLES); do $(PY) examples/$$e/main.py || exit 1; done
 
 lint: venv
 	$(VENV)/bin/ruff check shoal tests benchmarks
