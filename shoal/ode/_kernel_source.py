@@ -23,8 +23,9 @@ class Variant:
 
     sens = (with_y0, params) selects the joint system [y, S] with columns for y0 (if with_y0)
     and for the parameters: all of them (True), none (False), or the range (begin, end) of the
-    model's p (its own ones, or its shared ones). A sparsity pattern replaces Rodas5P's dense LU
-    by the sparse direct solver compiled for it.
+    model's p (its own ones, or its shared ones). directions = M > 0 selects instead the joint
+    system along M given tangent directions (a JVP; directional_sensitivity.hpp). A sparsity
+    pattern replaces Rodas5P's dense LU by the sparse direct solver compiled for it.
     """
 
     method: Method
@@ -32,17 +33,24 @@ class Variant:
     sens: tuple[bool, bool | tuple[int, int]] | None = None
     sparsity: SparsityPattern | None = None
     ordering: Ordering = Ordering.AMD
+    directions: int = 0
 
     @classmethod
     def of(cls, method: Method, lu_precision: LuPrecision, sparsity: SparsityPattern | None,
-           ordering: Ordering, sens: tuple[bool, bool] | None = None) -> Variant:
+           ordering: Ordering, sens: tuple[bool, bool] | None = None,
+           directions: int = 0) -> Variant:
         """The variant for these options, with what the method ignores left out (Tsit5 has no
         LU), so equal kernels are one compiled library."""
         if method is Method.TSIT5:
-            return cls(method, sens=sens)
+            return cls(method, sens=sens, directions=directions)
         if sparsity is None:
-            return cls(method, lu_precision, sens)
-        return cls(method, lu_precision, sens, sparsity, ordering)
+            return cls(method, lu_precision, sens, directions=directions)
+        return cls(method, lu_precision, sens, sparsity, ordering, directions)
+
+    @property
+    def joint(self) -> bool:
+        """Whether this integrates a joint system [y, S]."""
+        return self.sens is not None or self.directions > 0
 
     @property
     def sparse(self) -> bool:
@@ -60,6 +68,8 @@ class Variant:
                 name += f"_p{params[0]}to{params[1]}"
             elif params:
                 name += "_p"
+        if self.directions:
+            name += f"_dir{self.directions}"
         if self.sparse:
             name += "_sparse"
         return name
@@ -84,6 +94,10 @@ def _stepper_source(variant: Variant) -> tuple[list[str], str, str]:
         model_type = (f"shoal::ode::Sensitivity<shoal_generated::Model, "
                       f"{'true' if with_y0 else 'false'}, {columns}>")
         lines.append('#include "shoal/ode/sensitivity.hpp"')
+    if variant.directions:
+        model_type = (f"shoal::ode::DirectionalSensitivity<shoal_generated::Model, "
+                      f"{variant.directions}>")
+        lines.append('#include "shoal/ode/directional_sensitivity.hpp"')
     if variant.method is Method.TSIT5:
         lines.append('#include "shoal/ode/tsit5.hpp"')
         return lines, "shoal::ode::Tsit5", model_type
@@ -100,7 +114,7 @@ def _stepper_source(variant: Variant) -> tuple[list[str], str, str]:
         ]
         matrix = "ShoalSparseMatrix"
     lines.append('#include "shoal/ode/rodas5p.hpp"')
-    stepper = "JointStepper" if variant.sens is not None else "Stepper"
+    stepper = "JointStepper" if variant.joint else "Stepper"
     return lines, f"shoal::ode::Rodas5PUsing<{matrix}>::{stepper}", model_type
 
 

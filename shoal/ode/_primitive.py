@@ -16,7 +16,7 @@ import functools
 import jax
 import numpy as np
 from jax.extend.core import Primitive
-from jax.interpreters import batching, mlir
+from jax.interpreters import ad, batching, mlir
 
 from shoal.ode import _build, _ode_ext
 from shoal.ode._options import SolveOptions
@@ -62,6 +62,17 @@ def _batch(args, dims, **static):
 
 
 batching.primitive_batchers[ensemble_p] = _batch
+
+
+def second_order_jvp(primals, tangents, **static):
+    """The JVP of a solve's own derivative (the JVP rules call the kernels directly): second
+    order, not implemented, said plainly instead of JAX's missing-rule error."""
+    raise NotImplementedError(
+        "shoal.ode.solve supports first-order derivatives (jvp, grad, jacfwd, jacrev); "
+        "second-order ones (jax.hessian, or differentiating a gradient) are not implemented")
+
+
+ad.primitive_jvps[ensemble_p] = second_order_jvp
 
 
 def _lowering(target: str, compiled_model):

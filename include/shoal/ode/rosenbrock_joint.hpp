@@ -22,13 +22,14 @@ namespace ode {
 // Matrix<Base> is the iteration-matrix policy for the state block M0 (dense or sparse).
 template <template <class> class Matrix>
 struct JointSystem {
-  // SensModel is a Sensitivity<Base, ...>; T the solve's precision.
+  // SensModel is a Sensitivity<Base, ...> or a DirectionalSensitivity<Base, M>; T the solve's
+  // precision.
   template <class SensModel, class T>
   struct Type {
     using Base = typename SensModel::BaseModel;
     static constexpr int n_base = SensModel::n_base;
     static constexpr int m = SensModel::n_sens;
-    static constexpr int np = SensModel::n_params;
+    static constexpr int np = Base::n_params;  // what the base model reads
     static constexpr int n = SensModel::n_vars;  // n_base (1 + m)
     using Inner = ad::Dual<T, m>;
     using Outer = ad::Dual<Inner, 1>;
@@ -36,8 +37,8 @@ struct JointSystem {
     Matrix<Base> M0;
 
     SHOAL_HD void begin_step(const T* z, const T& t, const T* p, const T& inv_hg, T* F0, T* Ft) {
-      T f0[n_base], ft[n_base];
-      M0.assemble(z, t, p, inv_hg, f0, ft);
+      T f0[n_base], ft[n_base], scratch[np > 0 ? np : 1];
+      M0.assemble(z, t, SensModel::base_params(p, scratch), inv_hg, f0, ft);
       joint_rhs_and_dt(z, t, p, F0, Ft);
       // The state rows exactly as the plain system computes them.
       for (int i = 0; i < n_base; ++i) {

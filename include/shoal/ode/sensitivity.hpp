@@ -21,6 +21,23 @@
 namespace shoal {
 namespace ode {
 
+// The joint right-hand side of a sensitivity model (Sensitivity here, DirectionalSensitivity in
+// directional_sensitivity.hpp): one dual sweep of the base model with the model's seeds.
+template <class SensModel, class T>
+SHOAL_HD void sensitivity_rhs(const T* z, const T& t, const T* p, T* dz) {
+  using Base = typename SensModel::BaseModel;
+  constexpr int n_base = Base::n_vars, n_sens = SensModel::n_sens, np = Base::n_params;
+  using D = ad::Dual<T, n_sens>;
+  D yd[n_base], out[n_base];
+  D pd[np > 0 ? np : 1];
+  SensModel::template seed<D, T>(z, z + n_base, p, yd, pd);
+  Base::template rhs<D>(yd, D(t), pd, out);
+  for (int i = 0; i < n_base; ++i) {
+    dz[i] = out[i].v;
+    for (int k = 0; k < n_sens; ++k) dz[n_base * (1 + k) + i] = out[i].d[k];
+  }
+}
+
 template <class Base, bool WithY0, int ParamBegin, int ParamEnd>
 struct Sensitivity {
   static_assert(0 <= ParamBegin && ParamBegin <= ParamEnd && ParamEnd <= Base::n_params,
@@ -51,15 +68,13 @@ struct Sensitivity {
 
   template <class T>
   SHOAL_HD static void rhs(const T* z, const T& t, const T* p, T* dz) {
-    using D = ad::Dual<T, n_sens>;
-    D yd[n_base], out[n_base];
-    D pd[n_params > 0 ? n_params : 1];
-    seed<D, T>(z, z + n_base, p, yd, pd);
-    Base::template rhs<D>(yd, D(t), pd, out);
-    for (int i = 0; i < n_base; ++i) {
-      dz[i] = out[i].v;
-      for (int k = 0; k < n_sens; ++k) dz[n_base * (1 + k) + i] = out[i].d[k];
-    }
+    sensitivity_rhs<Sensitivity>(z, t, p, dz);
+  }
+
+  // The base model's parameters within p: p itself.
+  template <class T>
+  SHOAL_HD static const T* base_params(const T* p, T* /*scratch*/) {
+    return p;
   }
 
   // The joint initial state: y0, then I for the y0 columns and 0 for the parameter columns.

@@ -10,6 +10,8 @@ indices never get here: data_movement moves elements at trace time.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 from jax.lax import GatherScatterMode
 
@@ -113,6 +115,7 @@ class _Window:
         self.base = only if only in em.index_deps else em.assign("int64_t", " + ".join(terms))
         self.in_bounds = em.assign("bool", " && ".join(checks)) if checks else None
         self.array = _array(em, operand)
+        self.of_params = params_offset(operand) is not None
 
     def read(self, offset) -> str:
         em, dtype = self.em, self.operand.dtype
@@ -121,10 +124,10 @@ class _Window:
         ctype = _ctype(dtype)
         if _is_float(dtype):
             element = f"T({element})" if self.operand.is_const() else element
-            # The sparsity tracer: the read depends on the index and on every element it may read.
-            deps = sorted(
-                em.deps_of(self.base) | {e for e in self.operand.elems.flat if isinstance(e, str)}
-            )
+            # The sparsity tracer: the read depends on the index and on every element it may read
+            # (parameters depend on no state).
+            elements = () if self.of_params else self.operand.elems.flat
+            deps = sorted(em.deps_of(self.base) | {e for e in elements if isinstance(e, str)})
             if deps:
                 element = f"indexed({element}, {', '.join(deps)})"
         if self.in_bounds is not None:
@@ -141,9 +144,27 @@ class _Window:
         return name
 
 
+def params_offset(operand: Sym) -> int | None:
+    """k when ``operand`` is p[k], p[k + 1], ... in row-major order (a parameter leaf, such as a
+    run-time table), else None."""
+    flat = operand.elems.ravel()
+    if flat.size == 0 or not isinstance(flat[0], str) or not _PARAM.fullmatch(flat[0]):
+        return None
+    k = int(flat[0][2:-1])
+    expected = [f"p[{k + i}]" for i in range(flat.size)]
+    return k if list(flat) == expected else None
+
+
+_PARAM = re.compile(r"p\[\d+\]")
+
+
 def _array(em, operand: Sym) -> str:
-    """A C++ array holding ``operand`` in row-major order: a static table if it is constant."""
+    """A C++ array holding ``operand`` in row-major order: a static table if it is constant, the
+    parameters themselves if it is a parameter leaf (so a run-time table costs no code)."""
     dtype = operand.dtype
+    k = params_offset(operand)
+    if k is not None:
+        return f"(p + {k})" if k else "p"
     if operand.is_const():
         values = operand.const_value().ravel()
         if _is_float(dtype):

@@ -1,0 +1,256 @@
+"""The tangent of a solve along given directions: a primitive linear in its tangent operands.
+
+``directional_p`` maps tangents (dy0, dparams, dshared), each with a leading axis of M
+directions, to the tangents of the solution (M, N, n_save, n). Forward mode (jvp, jacfwd)
+evaluates it as ONE joint solve with M sensitivity columns (``directional_sensitivity.hpp``):
+column k starts from dy0[k] and is forced by J_p · dθ_k, so a table of 3 000 entries built from
+3 scalars costs 3 columns. Under ``vmap`` over the directions (what jacfwd does) the batch
+becomes more columns of the same solve.
+
+Reverse mode (grad, vjp, jacrev) transposes it: the transpose integrates one column per entry
+of the inputs being differentiated (S = ∂y/∂θ, ``sensitivity.hpp``) and contracts S with the
+cotangent, so no adjoint solve is needed; its cost grows with the number of differentiated
+entries, not of directions.
+
+Operands (per call, leading batch dimensions folded in by the batching rule):
+  y0 (N, n), params (N, n_own), shared (R, n_shared), t_span (R_t, n_save), weights (N, n),
+  dy0 (M, N, n), dparams (M, N, n_own), dshared (M, R, n_shared);
+R and R_t divide N: rows of shared parameters and of save times serve consecutive trajectories.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.extend.core import Primitive
+from jax.interpreters import ad, batching, mlir
+
+from shoal.ode._primitive import ShapedArray, second_order_jvp
+
+directional_p = Primitive("shoal_ode_directional")
+
+
+def directional(problem, given, y0, params, shared, t_span, weights, dy0, dparams, dshared):
+    """dys (M, N, n_save, n): the solution's tangent along each of the M directions. ``given``
+    says which of (dy0, dparams, dshared) are tangents at all (the others are zeros)."""
+    return directional_p.bind(y0, params, shared, t_span, weights, dy0, dparams, dshared,
+                              problem=problem, given=tuple(given))
+
+
+@directional_p.def_abstract_eval
+def _abstract_eval(y0, params, shared, t_span, weights, dy0, dparams, dshared, *, problem,
+                   given):
+    return ShapedArray((dy0.shape[0], y0.shape[0], t_span.shape[-1], y0.shape[-1]), y0.dtype)
+
+
+def _error_components(problem, n: int) -> int:
+    # Without sensitivity error control the norm covers the state alone, so a joint solve takes
+    # the plain solve's steps.
+    return 0 if problem.options.sens_error_control else n
+
+
+def _joint_weights(weights, m: int):
+    """A sensitivity component is weighted like its state component (0 still drops it)."""
+    return jnp.tile(weights, (1, 1 + m))
+
+
+def _columns(x):
+    """(M, rows, k) -> (rows, M k): direction-major, as the joint state and parameters are."""
+    m, rows, k = x.shape
+    return jnp.moveaxis(x, 0, 1).reshape(rows, m * k)
+
+
+# A joint solve holds, per trajectory, its parameters with their dual numbers (about 4 numbers
+# per parameter and column with the Rosenbrock engine's nested duals) and some 24 joint states
+# on the stack; more columns than this budget allows are integrated in chunks.
+STACK_BUDGET = 2 * 2**20  # bytes
+
+
+def _max_columns(n: int, n_params: int, itemsize: int) -> int:
+    return max(1, STACK_BUDGET // (itemsize * (4 * n_params + 24 * n)) - 1)
+
+
+def _widths(wanted, y0, params, shared) -> list[int]:
+    """Columns a unit-column sensitivity has for y0, the own and the shared parameters."""
+    sizes = (y0.shape[-1], params.shape[-1], shared.shape[-1])
+    return [size if w else 0 for w, size in zip(wanted, sizes, strict=True)]
+
+
+def _unit_sensitivities(problem, y0, params, shared, t_span, weights, widths):
+    """S (N, n_save, m, n) = ∂y/∂θ: one joint solve with a column per entry (sensitivity.hpp)."""
+    n_traj, n = y0.shape
+    m = sum(widths)
+    blocks = [y0]
+    if widths[0]:
+        blocks.append(jnp.broadcast_to(jnp.eye(n, dtype=y0.dtype).reshape(1, n * n),
+                                       (n_traj, n * n)))
+    if m - widths[0]:
+        blocks.append(jnp.zeros((n_traj, n * (m - widths[0])), y0.dtype))
+    sens = (bool(widths[0]), problem.parameter_columns(bool(widths[1]), bool(widths[2])))
+    ys_joint = problem.run(jnp.concatenate(blocks, axis=1), params, shared, t_span,
+                           _joint_weights(weights, m), sens=sens,
+                           error_components=_error_components(problem, n))[0]
+    return ys_joint[..., n:].reshape(n_traj, ys_joint.shape[1], m, n)
+
+
+def _unit_fits(problem, y0, widths) -> bool:
+    return sum(widths) <= _max_columns(y0.shape[-1], problem.n_params, y0.dtype.itemsize)
+
+
+def _one_directional_solve(problem, y0, params, shared, t_span, weights, dy0, dparams, dshared):
+    """(M, N, n_save, n): one joint solve along M directions (directional_sensitivity.hpp)."""
+    m, n_traj, n = dy0.shape
+    z0 = jnp.concatenate([y0, _columns(dy0)], axis=1)
+    own = jnp.concatenate([params, _columns(dparams)], axis=1)
+    joint_shared = jnp.concatenate([shared, _columns(dshared)], axis=1)
+    ys_joint = problem.run(z0, own, joint_shared, t_span, _joint_weights(weights, m),
+                           directions=m, error_components=_error_components(problem, n))[0]
+    n_save = ys_joint.shape[1]
+    return jnp.moveaxis(ys_joint[..., n:].reshape(n_traj, n_save, m, n), 2, 0)
+
+
+def _chunked(problem, y0, m: int, directions_of, consume):
+    """consume(j, solution's tangents along directions [j c, (j + 1) c)) for every chunk of at
+    most c directions that fits the stack (the last one zero-padded, so one compiled kernel
+    serves all), stacked over chunks. directions_of(j, c) -> (dy0, dparams, dshared)."""
+    c = min(m, _max_columns(y0.shape[-1], problem.n_params, y0.dtype.itemsize))
+    n_chunks = -(-m // c)
+
+    def chunk(j):
+        return consume(j, c, _one_directional_solve(problem, *directions_of(j, c)))
+
+    if n_chunks == 1:
+        return chunk(0)[None]
+    return jax.lax.map(chunk, jnp.arange(n_chunks))
+
+
+def _per_trajectory(dshared, n_traj: int):
+    """(M, R, k) shared-row tangents -> (M, N, k): row r serves N/R consecutive trajectories."""
+    return jnp.repeat(dshared, n_traj // dshared.shape[1], axis=1)
+
+
+def _evaluate(y0, params, shared, t_span, weights, dy0, dparams, dshared, *, problem, given):
+    m, n_traj, n = dy0.shape
+    widths = _widths(given, y0, params, shared)
+    entries = sum(widths)
+    if entries == 0:  # the only tangents are of empty inputs
+        return jnp.zeros((m, n_traj, t_span.shape[-1], n), y0.dtype)
+    if m >= entries and _unit_fits(problem, y0, widths):
+        # As many directions as differentiated entries (jacfwd of a small problem): a column
+        # per entry, contracted with every direction, is the cheaper joint solve.
+        S = _unit_sensitivities(problem, y0, params, shared, t_span, weights, widths)
+        tangents = [dy0, dparams, _per_trajectory(dshared, n_traj)]
+        theta = jnp.concatenate([d for d, w in zip(tangents, widths, strict=True) if w], axis=2)
+        return jnp.einsum("nsci,knc->knsi", S, theta.astype(y0.dtype))
+    primals = (y0, params, shared, t_span, weights)
+    pad = -m % min(m, _max_columns(n, problem.n_params, y0.dtype.itemsize))
+    padded = [jnp.concatenate([d, jnp.zeros((pad, *d.shape[1:]), d.dtype)]) for d in
+              (dy0, dparams, dshared)]
+
+    def directions_of(j, c):
+        return (*primals, *(jax.lax.dynamic_slice_in_dim(d, j * c, c) for d in padded))
+
+    out = _chunked(problem, y0, m, directions_of, lambda j, c, dys: dys)
+    return out.reshape(-1, *out.shape[2:])[:m]
+
+
+directional_p.def_impl(_evaluate)
+mlir.register_lowering(directional_p, mlir.lower_fun(_evaluate, multiple_results=False))
+
+
+def _batch(args, dims, *, problem, given):
+    """Batched directions become more columns of the same solve; a batch of the primal inputs
+    becomes more trajectories (with their own rows of shared parameters and save times)."""
+    size = next(x.shape[d] for x, d in zip(args, dims, strict=True) if d is not None)
+
+    def front(x, d):
+        return jnp.broadcast_to(x, (size, *x.shape)) if d is None else jnp.moveaxis(x, d, 0)
+
+    primals, tangents = args[:5], args[5:]
+    if all(d is None for d in dims[:5]):
+        moved = [front(x, d) for x, d in zip(tangents, dims[5:], strict=True)]
+        merged = [x.reshape(size * x.shape[1], *x.shape[2:]) for x in moved]
+        out = directional(problem, given, *primals, *merged)
+        return out.reshape(size, -1, *out.shape[1:]), 0
+    moved = [front(x, d) for x, d in zip(args, dims, strict=True)]
+    # primals (B, rows, k) -> (B rows, k); tangents (B, M, rows, k) -> (M, B rows, k)
+    flat_primals = [x.reshape(size * x.shape[1], x.shape[2]) for x in moved[:5]]
+    flat_tangents = [jnp.moveaxis(x, 0, 1).reshape(x.shape[1], size * x.shape[2], x.shape[3])
+                     for x in moved[5:]]
+    out = directional(problem, given, *flat_primals, *flat_tangents)  # (M, B N, n_save, n)
+    m, _, n_save, n = out.shape
+    return out.reshape(m, size, -1, n_save, n), 1
+
+
+batching.primitive_batchers[directional_p] = _batch
+
+
+def _transpose(ct, y0, params, shared, t_span, weights, dy0, dparams, dshared, *, problem,
+               given):
+    """Cotangents of the directions: S^T ct, with S integrated for the differentiated inputs."""
+    for x in (y0, params, shared, t_span, weights):
+        if ad.is_undefined_primal(x):
+            raise NotImplementedError("shoal.ode.solve: the tangent map is linear in the "
+                                      "tangents only")
+    wanted = [ad.is_undefined_primal(x) for x in (dy0, dparams, dshared)]
+    avals = [x.aval if ad.is_undefined_primal(x) else x for x in (dy0, dparams, dshared)]
+    if type(ct) is ad.Zero:
+        return [None] * 5 + [jnp.zeros(a.shape, a.dtype) if w else None
+                             for a, w in zip(avals, wanted, strict=True)]
+    n_traj = y0.shape[0]
+    widths = _widths(wanted, y0, params, shared)
+    entries = sum(widths)
+    if entries == 0:
+        return [None] * 5 + [jnp.zeros(a.shape, a.dtype) if w else None
+                             for a, w in zip(avals, wanted, strict=True)]
+    if _unit_fits(problem, y0, widths):
+        S = _unit_sensitivities(problem, y0, params, shared, t_span, weights, widths)
+        cts = jnp.einsum("nsci,knsi->knc", S, ct)  # (K, N, entries)
+    else:
+        # Too many entries for one joint solve: the same columns as directions e_k, in chunks.
+        cts = _basis_cotangents(problem, (y0, params, shared, t_span, weights), widths, ct)
+    starts = [0, widths[0], widths[0] + widths[1]]
+    out = []
+    for w, aval, start, width in zip(wanted, avals, starts, widths, strict=True):
+        if not w:
+            out.append(None)
+        elif width == 0:
+            out.append(jnp.zeros(aval.shape, aval.dtype))
+        else:
+            out.append(cts[..., start:start + width].astype(aval.dtype))
+    if widths[2]:  # a shared entry's cotangent sums the trajectories its row serves
+        rows = shared.shape[0]
+        out[2] = out[2].reshape(out[2].shape[0], rows, n_traj // rows, -1).sum(axis=2)
+    return [None] * 5 + out
+
+
+def _basis_cotangents(problem, primals, widths, ct):
+    """(K, N, entries): ct contracted with ∂y/∂θ_e for every wanted entry e, the columns
+    integrated as directional solves along the unit directions, chunk by chunk."""
+    y0, params, shared = primals[:3]
+    n_traj = y0.shape[0]
+    entries = sum(widths)
+    offsets = np.cumsum([0, *widths])[:3]
+
+    def directions_of(j, c):
+        k = j * c + jnp.arange(c)  # the entries this chunk integrates
+        blocks = []
+        for x, offset, rows in zip((y0, params, shared), offsets, (n_traj, n_traj,
+                                                                   shared.shape[0]), strict=True):
+            unit = (k[:, None] == offset + jnp.arange(x.shape[-1])[None, :]).astype(y0.dtype)
+            blocks.append(jnp.broadcast_to(unit[:, None, :], (c, rows, x.shape[-1])))
+        return (*primals, *blocks)
+
+    def consume(j, c, dys):  # dys (c, N, n_save, n) -> (K, N, c)
+        return jnp.einsum("cnsi,knsi->knc", dys, ct)
+
+    per_chunk = _chunked(problem, y0, entries, directions_of, consume)  # (chunks, K, N, c)
+    cts = jnp.moveaxis(per_chunk, 0, 2)
+    return cts.reshape(*cts.shape[:2], -1)[..., :entries]
+
+
+ad.primitive_transposes[directional_p] = _transpose
+
+
+ad.primitive_jvps[directional_p] = second_order_jvp
