@@ -123,6 +123,19 @@ template <class T>
 SHOAL_INLINE T select(bool pred, const T& on_true, const T& on_false) {
   return pred ? on_true : on_false;
 }
+// lax.while_loop in a model: `for (bool grew = true;;) { cond; if (!again(cond, grew)) break;
+// grew = false; body; grew |= update(carry, next) for each float carry; }`. A number tests the
+// condition and assigns (JAX's semantics: no cap on the trip count). The sparsity tracer, which
+// has no values to test, specialises this to join old and new sets while any grows (a superset of
+// every trip count's pattern, reached in at most n_vars × carries iterations).
+template <class T>
+struct WhileLoop {
+  SHOAL_HD static bool again(bool condition, bool /*grew*/) { return condition; }
+  SHOAL_HD static bool update(T& carry, const T& next) {
+    carry = next;
+    return false;
+  }
+};
 // The primal value of a scalar; dual numbers overload it to strip their tangents.
 SHOAL_INLINE double primal(double x) { return x; }
 SHOAL_INLINE float primal(float x) { return x; }

@@ -756,14 +756,6 @@ def _unsupported_top_k(y, t, p):
     return jnp.tile(lax.top_k(y, 2)[0], 3) + p[0]
 
 
-def _unsupported_while(y, t, p):
-    return lax.fori_loop(0, p[0].astype(jnp.int32), lambda i, c: c * 0.5, y)
-
-
-def _unsupported_long_loop(y, t, p):
-    return lax.fori_loop(0, _codegen.MAX_UNROLL + 1, lambda i, c: c * 0.5, y)
-
-
 def _unsupported_igamma(y, t, p):
     return y * jsp.gammainc(2.0, y * y + 1.0)
 
@@ -773,8 +765,6 @@ def _unsupported_igamma(y, t, p):
     [
         (_unsupported_cumlogsumexp, "cumlogsumexp"),
         (_unsupported_top_k, "top_k"),
-        (_unsupported_while, "while"),
-        (_unsupported_long_loop, "scan"),
         (_unsupported_igamma, "igamma"),
     ],
     ids=lambda v: v if isinstance(v, str) else "",
