@@ -123,16 +123,18 @@ template <class T>
 SHOAL_INLINE T select(bool pred, const T& on_true, const T& on_false) {
   return pred ? on_true : on_false;
 }
-// lax.while_loop in a model: `for (bool grew = true;;) { cond; if (!again(cond, grew)) break;
-// grew = false; body; grew |= update(carry, next) for each float carry; }`. A number tests the
-// condition and assigns (JAX's semantics: no cap on the trip count). The sparsity tracer, which
-// has no values to test, specialises this to join old and new sets while any grows (a superset of
-// every trip count's pattern, reached in at most n_vars × carries iterations).
+// Control flow in a model. A while loop: `for (bool grew = true;;) { cond; if (!test(cond, grew))
+// break; grew = false; body; grew |= update(carry, next) for each float carry; }`; a lax.cond
+// whose branches hold while loops: `if (test(index == k, true)) { branch k; update(out, value); }`.
+// A number tests the condition and assigns (JAX's semantics: no cap on a loop's trip count). The
+// sparsity tracer has no values to test: it specialises this to take every branch and to iterate
+// while any carry's set grows, joining old and new sets (the union over every trip count, reached
+// in at most n_vars × carries iterations).
 template <class T>
-struct WhileLoop {
-  SHOAL_HD static bool again(bool condition, bool /*grew*/) { return condition; }
-  SHOAL_HD static bool update(T& carry, const T& next) {
-    carry = next;
+struct ControlFlow {
+  SHOAL_HD static bool test(bool condition, bool /*tracer*/) { return condition; }
+  SHOAL_HD static bool update(T& variable, const T& value) {
+    variable = value;
     return false;
   }
 };

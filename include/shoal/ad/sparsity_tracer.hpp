@@ -6,8 +6,9 @@
 // nothing. The pattern is structural — an entry is present when f_i is computed from y_j at all,
 // whatever the numbers — so it never misses an entry that some values would make nonzero. Control
 // flow in generated models comes from select (jnp.where, max, min, clamp, ...), whose tracer
-// overloads take the union of both branches, and from while loops, which iterate until their
-// carries' sets stop growing (math::WhileLoop below); comparisons carry no dependency.
+// overloads take the union of both branches, and from while loops (which iterate until their
+// carries' sets stop growing) and branches holding them (all taken): math::ControlFlow below.
+// Comparisons carry no dependency.
 #pragma once
 
 #include "shoal/config.hpp"
@@ -200,16 +201,17 @@ SHOAL_INLINE bool is_finite(const Tracer<W>&) {
 }  // namespace ad
 
 namespace math {
-// A while loop's carries grow to the union over every trip count: iterate while any set grows.
+// Every branch; a while loop's carries grow to the union over every trip count: iterate while any
+// set grows.
 template <int W>
-struct WhileLoop<ad::Tracer<W>> {
-  SHOAL_HD static bool again(bool, bool grew) { return grew; }
-  SHOAL_HD static bool update(ad::Tracer<W>& carry, const ad::Tracer<W>& next) {
+struct ControlFlow<ad::Tracer<W>> {
+  SHOAL_HD static bool test(bool, bool tracer) { return tracer; }
+  SHOAL_HD static bool update(ad::Tracer<W>& variable, const ad::Tracer<W>& value) {
     bool grew = false;
     for (int w = 0; w < W; ++w) {
-      const uint64_t joined = carry.bits[w] | next.bits[w];
-      grew = grew || joined != carry.bits[w];
-      carry.bits[w] = joined;
+      const uint64_t joined = variable.bits[w] | value.bits[w];
+      grew = grew || joined != variable.bits[w];
+      variable.bits[w] = joined;
     }
     return grew;
   }

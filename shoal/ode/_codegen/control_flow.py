@@ -1,6 +1,7 @@
 """``scan`` and ``while``: unrolled when short, else C++ loops (``loops``); ``cond`` evaluates
-every branch and selects. Each translates its body jaxprs with the walker, inside the equation
-(whose source line then names errors in the body)."""
+every branch and selects, unless a branch holds a while loop (then only the branch taken runs).
+Each translates its body jaxprs with the walker, inside the equation (whose source line then
+names errors in the body)."""
 
 from __future__ import annotations
 
@@ -42,8 +43,10 @@ def cond(walker, eqn, ins) -> list[Sym]:
     index, ops, branches = ins[0], ins[1:], eqn.params["branches"]
     if index.is_const():
         return walker.run_closed(branches[int(index.const_value())], ops)
-    results = [walker.run_closed(b, ops) for b in branches]
     i = em.render(index.elems[()], index.dtype)
+    if any(loops.holds_while(b.jaxpr) for b in branches):
+        return loops.guarded_cond(walker, eqn, i, ops)
+    results = [walker.run_closed(b, ops) for b in branches]
     outs = []
     for j, var in enumerate(eqn.outvars):
         dtype = np.dtype(var.aval.dtype)

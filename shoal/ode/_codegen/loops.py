@@ -9,7 +9,7 @@ carries take their new values. A scan reads its ``xs`` at the loop counter from 
 A while loop keeps JAX's semantics: no cap on the number of iterations (a condition that never
 turns false loops forever, as in JAX). Dual numbers compare primal values, so the iterations are
 those of the plain evaluation and the tangents flow through them. The sparsity tracer has no
-values to test: ``shoal::math::WhileLoop`` (math.hpp, specialised in sparsity_tracer.hpp) makes
+values to test: ``shoal::math::ControlFlow`` (math.hpp, specialised in sparsity_tracer.hpp) makes
 it iterate while the carries' dependency sets grow, which yields the union over every trip count.
 
 An integer (or bool) carry computed from floats has no dependencies in the tracer; the emitter
@@ -30,11 +30,15 @@ from shoal.ode._codegen.tracing import call_body
 from shoal.ode._codegen.values import Sym
 
 # A loop whose unrolled form would emit more statements than this becomes a C++ loop. Unrolled,
-# each statement costs the compiler time (about 30 µs at -O2 here, measured on a scan) and every
-# trajectory the same instructions; as a loop the body is compiled once and the loop's own cost
-# (a counter, a branch, the carries' moves) is what a body of a few statements costs. 1024 is
-# 64 iterations of a 16-statement body, well under 0.1 s of compile time.
-MAX_UNROLLED_STATEMENTS = 1024
+# a statement costs about 1 ms of g++ -O2 (measured on a scan, double and float instantiated: a
+# 1 000-step scan of 5 statements took 7.6 s, 64 steps 0.75 s, 10 steps 0.48 s, and the 10 000-step
+# loop 0.61 s); as a loop the body is compiled once, and what the loop adds at run time (a counter,
+# a branch, table loads instead of folded constants) is about what a body of a few statements
+# costs. So short loops stay unrolled, and none adds more than about a quarter second.
+MAX_UNROLLED_STATEMENTS = 256
+
+# Tests conditions and assigns, or for the sparsity tracer takes every path and joins (math.hpp).
+CONTROL_FLOW = "shoal::math::ControlFlow<T>"
 
 
 def statements(jaxpr) -> int:
@@ -72,6 +76,20 @@ def reaches(jaxpr, marked: list[bool], *, from_floats: bool) -> list[bool]:
         for o in eqn.outvars:
             hit[o] = h
     return [of(v) for v in jaxpr.outvars]
+
+
+def holds_while(jaxpr) -> bool:
+    """Whether a Jaxpr holds a while loop, in nested jaxprs too."""
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "while":
+            return True
+        for value in eqn.params.values():
+            for inner in value if isinstance(value, (tuple, list)) else (value,):
+                if isinstance(inner, jex_core.ClosedJaxpr):
+                    inner = inner.jaxpr
+                if isinstance(inner, jex_core.Jaxpr) and holds_while(inner):
+                    return True
+    return False
 
 
 def _has_deps(em, s: Sym) -> bool:
@@ -159,19 +177,39 @@ class _Carries:
 
 
 def while_loop(walker, eqn, cond_consts, body_consts, carry) -> list[Sym]:
-    """``for (bool grew = true;;) { cond; if (!again) break; body; carries = new; }``"""
+    """``for (bool grew = true;;) { cond; if (!test(cond, grew)) break; body; carries = new; }``"""
     em, p = walker.em, eqn.params
     marked, _ = _from_floats(em, p["body_jaxpr"], body_consts, carry, [])
     carries = _Carries(em, carry, marked)
     grew = em.fresh("grew")
-    loop = "shoal::math::WhileLoop<T>"
+    loop = CONTROL_FLOW
     with em.block(f"for (bool {grew} = true;;)"):
         (go,) = walker.run_closed(p["cond_jaxpr"], [*cond_consts, *carries.syms])
-        em.lines.append(f"if (!{loop}::again({em.render(go.elems[()], go.dtype)}, {grew})) break;")
+        em.lines.append(f"if (!{loop}::test({em.render(go.elems[()], go.dtype)}, {grew})) break;")
         em.lines.append(f"{grew} = false;")
         outs = walker.run_closed(p["body_jaxpr"], [*body_consts, *carries.syms])
         carries.update(em, outs, f"{grew} |= {loop}::update({{}}, {{}});")
     return carries.syms
+
+
+def guarded_cond(walker, eqn, index: str, ops) -> list[Sym]:
+    """A cond whose branches hold while loops runs only the branch taken, as JAX does: a loop in
+    another branch might never end for these operands (Newton's method outside its domain).
+    ``if (test(index == k, true)) { branch k; outputs = its values; }``; the sparsity tracer
+    takes every branch and joins their outputs."""
+    em, branches = walker.em, eqn.params["branches"]
+    marked = [False] * len(eqn.outvars)
+    for b in branches:
+        ins = [_has_deps(em, s) for s in ops]
+        outs = reaches(b.jaxpr, ins, from_floats=True)
+        marked = [m or o for m, o in zip(marked, outs, strict=True)]
+    zeros = [Sym(np.zeros(tuple(v.aval.shape), dtype=object), v.aval.dtype) for v in eqn.outvars]
+    outputs = _Carries(em, zeros, marked)
+    for k, branch in enumerate(branches):
+        with em.block(f"if ({CONTROL_FLOW}::test({index} == {k}, true))"):
+            values = walker.run_closed(branch, ops)
+            outputs.update(em, values, f"{CONTROL_FLOW}::update({{}}, {{}});")
+    return outputs.syms
 
 
 def scan_loop(walker, eqn, consts, carry, xs) -> list[Sym]:
