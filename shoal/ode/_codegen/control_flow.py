@@ -64,23 +64,24 @@ def cond(walker, eqn, ins) -> list[Sym]:
 
 
 def while_loop(walker, eqn, ins) -> list[Sym]:
-    """Iterations whose condition is a constant are unrolled (a fori_loop with a traced but
-    constant bound, the first steps of a bisection from a constant bracket), up to
-    loops.MAX_UNROLLED_STATEMENTS; the rest is a C++ loop testing the condition at run time."""
+    """Unrolled when the condition is a constant at every iteration and the unrolled code stays
+    under loops.MAX_UNROLLED_STATEMENTS (a fori_loop with a traced but constant bound); else a
+    C++ loop testing the condition at run time."""
     p, em = eqn.params, walker.em
     nc, nb = p["cond_nconsts"], p["body_nconsts"]
     cond_consts, body_consts, carry = ins[:nc], ins[nc : nc + nb], list(ins[nc + nb :])
-    start = len(em.lines)
-    for _ in range(loops.MAX_UNROLLED_STATEMENTS):
-        symbolic = [not s.is_const() for s in (*cond_consts, *carry)]
+    mark, unrolled = em.mark(), carry
+    for _ in range(loops.MAX_UNROLLED_STATEMENTS):  # iterations that emit nothing count too
+        if len(em.lines) - mark[0] > loops.MAX_UNROLLED_STATEMENTS:
+            break
+        symbolic = [not s.is_const() for s in (*cond_consts, *unrolled)]
         if loops.reaches(p["cond_jaxpr"].jaxpr, symbolic, from_floats=False)[0]:
             break
-        (go,) = walker.run_closed(p["cond_jaxpr"], [*cond_consts, *carry])
+        (go,) = walker.run_closed(p["cond_jaxpr"], [*cond_consts, *unrolled])
         if not go.is_const():
             break
         if not bool(go.const_value()):
-            return carry
-        if len(em.lines) - start > loops.MAX_UNROLLED_STATEMENTS:
-            break
-        carry = walker.run_closed(p["body_jaxpr"], [*body_consts, *carry])
+            return unrolled
+        unrolled = walker.run_closed(p["body_jaxpr"], [*body_consts, *unrolled])
+    em.rewind(mark)
     return loops.while_loop(walker, eqn, cond_consts, body_consts, carry)

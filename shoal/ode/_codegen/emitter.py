@@ -14,7 +14,7 @@ _OPERAND = re.compile(r"[A-Za-z_]\w*(?:\[\d+\])?")
 class Emitter:
     # Caches of names declared in the body: a name declared inside a block (a loop's body) is out
     # of scope after it, and one computed from a loop's mutable carries must not stand for the
-    # same expression outside, so block() restores these on leaving.
+    # same expression outside, so block() restores these on leaving (and rewind() too).
     _SCOPED = ("_local_arrays",)
 
     def __init__(self):
@@ -59,7 +59,7 @@ class Emitter:
     @contextlib.contextmanager
     def block(self, head: str):
         """Statements emitted inside go into ``head { ... }`` and are local to it."""
-        saved = {key: dict(getattr(self, key)) for key in self._SCOPED}
+        _, saved = self.mark()
         self.lines.append(f"{head} {{")
         start = len(self.lines)
         try:
@@ -69,6 +69,17 @@ class Emitter:
             self.lines.append("}")
             for key, cache in saved.items():
                 setattr(self, key, cache)
+
+    def mark(self):
+        """A point to rewind() to: statements emitted after it can be taken back."""
+        return len(self.lines), {key: dict(getattr(self, key)) for key in self._SCOPED}
+
+    def rewind(self, mark):
+        """Take back the statements emitted since ``mark`` (tables stay: they are shared)."""
+        count, caches = mark
+        del self.lines[count:]
+        for key, cache in caches.items():
+            setattr(self, key, cache)
 
     def deps_of(self, expr: str) -> frozenset[str]:
         """The floats an expression was computed from, through integer and bool locals."""
