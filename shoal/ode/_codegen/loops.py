@@ -11,6 +11,8 @@ turns false loops forever, as in JAX). Dual numbers compare primal values, so th
 those of the plain evaluation and the tangents flow through them. The sparsity tracer has no
 values to test: ``shoal::math::ControlFlow`` (math.hpp, specialised in sparsity_tracer.hpp) makes
 it iterate while the carries' dependency sets grow, which yields the union over every trip count.
+A ``cond`` whose branches hold while loops runs only the branch taken (a loop in another branch
+might never end), its outputs mutable locals too; the tracer takes every branch.
 
 An integer (or bool) carry computed from floats has no dependencies in the tracer; the emitter
 records an integer's source floats in ``index_deps`` by name, and a name declared in the body is
@@ -198,9 +200,8 @@ def guarded_cond(walker, eqn, index: str, ops) -> list[Sym]:
     ``if (test(index == k, true)) { branch k; outputs = its values; }``; the sparsity tracer
     takes every branch and joins their outputs."""
     em, branches = walker.em, eqn.params["branches"]
-    marked = [False] * len(eqn.outvars)
+    marked, ins = [False] * len(eqn.outvars), [_has_deps(em, s) for s in ops]
     for b in branches:
-        ins = [_has_deps(em, s) for s in ops]
         outs = reaches(b.jaxpr, ins, from_floats=True)
         marked = [m or o for m, o in zip(marked, outs, strict=True)]
     zeros = [Sym(np.zeros(tuple(v.aval.shape), dtype=object), v.aval.dtype) for v in eqn.outvars]
