@@ -186,7 +186,14 @@ def _nested(y, t, p):
         return k + 1, x
 
     _, relaxed = lax.while_loop(lambda c: (c[0] < 3) & (c[1] < 10.0), relax, (0, y[4]))
-    return jnp.stack([s, in_cond, grown, relaxed, y[5] * t, s * y[5]])
+
+    # an array carry read at a carry index (a local array declared inside the loop's body)
+    def pick(c):
+        i, v = c
+        return i + 1, 0.5 * v + 0.1 * v[i % 3]
+
+    _, picked = lax.while_loop(lambda c: c[0] < 2 + (y[5] > 0), pick, (0, jnp.stack([y[5], t, t])))
+    return jnp.stack([s, in_cond, grown, relaxed, picked.sum(), s * y[5]])
 
 
 NESTED_PATTERN = _pattern([{1}, {2}, {0, 3}, {4}, {5}, {1, 5}])
