@@ -380,13 +380,27 @@ def _orbit_numpy(t, y, e):
     return [y[1], -np.sin(E) - 0.1 * y[1]]
 
 
-@pytest.mark.parametrize("method", ["tsit5", "rodas5p"])
-def test_solve_with_a_newton_loop_matches_scipy(method):
+ORBIT_Y0, ORBIT_T = np.array([1.0, 0.5]), np.linspace(0.0, 4.0, 5)
+
+
+@pytest.mark.parametrize("method, sparsity", [("tsit5", None), ("rodas5p", None),
+                                              ("rodas5p", "auto")])
+def test_solve_with_a_newton_loop_matches_scipy(method, sparsity):
     es = np.array([0.1, 0.5, 0.8])
-    y0 = np.array([1.0, 0.5])
-    ts = np.linspace(0.0, 4.0, 5)
-    ys = np.asarray(solve(_orbit, y0, ts, es[:, None], method=method, rtol=1e-10, atol=1e-12))
+    y0, ts = ORBIT_Y0, ORBIT_T
+    ys = np.asarray(solve(_orbit, y0, ts, es[:, None], method=method, sparsity=sparsity,
+                          rtol=1e-10, atol=1e-12))
     for i, e in enumerate(es):
         ref = scipy.integrate.solve_ivp(_orbit_numpy, (0.0, 4.0), y0, t_eval=ts, args=(e,),
                                         rtol=1e-12, atol=1e-14, method="DOP853")
         np.testing.assert_allclose(ys[i], ref.y.T, rtol=1e-8, atol=1e-9)
+
+
+def test_gradient_through_a_newton_loop_matches_finite_differences():
+    def final(e):
+        ys = solve(_orbit, ORBIT_Y0, ORBIT_T, jnp.stack([e]), rtol=1e-11, atol=1e-13)
+        return ys[0, -1, 0]
+
+    h = 1e-4
+    fd = (float(final(0.5 + h)) - float(final(0.5 - h))) / (2 * h)
+    np.testing.assert_allclose(float(jax.grad(final)(0.5)), fd, rtol=1e-6)
