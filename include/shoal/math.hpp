@@ -123,6 +123,21 @@ template <class T>
 SHOAL_INLINE T select(bool pred, const T& on_true, const T& on_false) {
   return pred ? on_true : on_false;
 }
+// Control flow in a model. A while loop: `for (bool grew = true;;) { cond; if (!test(cond, grew))
+// break; grew = false; body; grew |= update(carry, next) for each float carry; }`; a lax.cond
+// whose branches hold while loops: `if (test(index == k, true)) { branch k; update(out, value); }`.
+// A number tests the condition and assigns (JAX's semantics: no cap on a loop's trip count). The
+// sparsity tracer has no values to test: it specialises this to take every branch and to iterate
+// while any carry's set grows, joining old and new sets (the union over every trip count, reached
+// in at most n_vars × carries iterations).
+template <class T>
+struct ControlFlow {
+  SHOAL_HD static bool test(bool condition, bool /*tracer*/) { return condition; }
+  SHOAL_HD static bool update(T& variable, const T& value) {
+    variable = value;
+    return false;
+  }
+};
 // The primal value of a scalar; dual numbers overload it to strip their tangents.
 SHOAL_INLINE double primal(double x) { return x; }
 SHOAL_INLINE float primal(float x) { return x; }

@@ -5,8 +5,10 @@
 // arithmetic operation and function returns the union of its operands' sets; constants depend on
 // nothing. The pattern is structural — an entry is present when f_i is computed from y_j at all,
 // whatever the numbers — so it never misses an entry that some values would make nonzero. Control
-// flow in generated models only comes from select (jnp.where, max, min, clamp, ...), whose tracer
-// overloads take the union of both branches; comparisons themselves carry no dependency.
+// flow in generated models comes from select (jnp.where, max, min, clamp, ...), whose tracer
+// overloads take the union of both branches, and from while loops (which iterate until their
+// carries' sets stop growing) and branches holding them (all taken): math::ControlFlow below.
+// Comparisons carry no dependency.
 #pragma once
 
 #include "shoal/config.hpp"
@@ -197,4 +199,22 @@ SHOAL_INLINE bool is_finite(const Tracer<W>&) {
 }
 
 }  // namespace ad
+
+namespace math {
+// Every branch; a while loop's carries grow to the union over every trip count: iterate while any
+// set grows.
+template <int W>
+struct ControlFlow<ad::Tracer<W>> {
+  SHOAL_HD static bool test(bool, bool tracer) { return tracer; }
+  SHOAL_HD static bool update(ad::Tracer<W>& variable, const ad::Tracer<W>& value) {
+    bool grew = false;
+    for (int w = 0; w < W; ++w) {
+      const uint64_t joined = variable.bits[w] | value.bits[w];
+      grew = grew || joined != variable.bits[w];
+      variable.bits[w] = joined;
+    }
+    return grew;
+  }
+};
+}  // namespace math
 }  // namespace shoal

@@ -16,15 +16,16 @@ the rule its primitive maps to in ``rules``:
 - reductions fold their elements pairwise (``reductions``);
 - large contractions with a constant matrix become loops over a static table so the source stays
   bounded (``contractions``);
-- loops whose trip count is known at trace time are unrolled, and ``lax.cond`` evaluates every
-  branch and selects (``control_flow``).
+- short loops are unrolled, longer ones and while loops whose condition depends on run-time
+  values become C++ loops over mutable carries (``control_flow``, ``loops``), and ``lax.cond``
+  evaluates every branch and selects.
 
 The result (``model_struct``) is ``template <class T> static void rhs(const T* y, const T& t,
 const T* p, T* dy)``, instantiable with float, double, dual numbers or a sparsity tracer.
 """
 
 from shoal.ode._codegen.contractions import DOT_TABLE_THRESHOLD as DOT_TABLE_THRESHOLD
-from shoal.ode._codegen.control_flow import MAX_UNROLL as MAX_UNROLL
+from shoal.ode._codegen.loops import MAX_UNROLLED_STATEMENTS as MAX_UNROLLED_STATEMENTS
 from shoal.ode._codegen.model_struct import GeneratedModel, generate, generate_model
 from shoal.ode._codegen.tracing import ModelTraceError, trace
 

@@ -1,29 +1,26 @@
-"""``scan`` and ``while`` with a trip count known at trace time are unrolled; ``cond`` evaluates
-every branch and selects. Each translates its body jaxprs with the walker, inside the equation
-(whose source line then names errors in the body)."""
+"""``scan`` and ``while``: unrolled when short, else C++ loops (``loops``); ``cond`` evaluates
+every branch and selects, unless a branch holds a while loop (then only the branch taken runs).
+Each translates its body jaxprs with the walker, inside the equation (whose source line then
+names errors in the body)."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from shoal.ode._codegen import loops
 from shoal.ode._codegen.cpp import ctype as _ctype
 from shoal.ode._codegen.cpp import is_float as _is_float
 from shoal.ode._codegen.values import Sym
 
-# Loops with a trip count known at trace time are unrolled, up to this many iterations.
-MAX_UNROLL = 10_000
-
 
 def scan(walker, eqn, ins) -> list[Sym]:
-    """Unroll a scan (fori_loop with Python-int bounds, jnp.polyval): its length is static."""
+    """A scan (fori_loop with Python-int bounds, jnp.polyval): its length is static. Unrolled
+    up to loops.MAX_UNROLLED_STATEMENTS, else a C++ for loop."""
     p = eqn.params
     length, nc, nk = int(p["length"]), p["num_consts"], p["num_carry"]
-    if length > MAX_UNROLL:
-        raise NotImplementedError(
-            f"a 'scan' of {length} iterations is too long to unroll (at {walker.where(eqn)}); "
-            f"at most {MAX_UNROLL}"
-        )
     consts, carry, xs = ins[:nc], list(ins[nc : nc + nk]), ins[nc + nk :]
+    if length * loops.statements(p["jaxpr"].jaxpr) > loops.MAX_UNROLLED_STATEMENTS:
+        return loops.scan_loop(walker, eqn, consts, carry, xs)
     y_avals = [v.aval for v in eqn.outvars[nk:]]
     ys = [[None] * length for _ in y_avals]
     for i in reversed(range(length)) if p["reverse"] else range(length):
@@ -46,8 +43,10 @@ def cond(walker, eqn, ins) -> list[Sym]:
     index, ops, branches = ins[0], ins[1:], eqn.params["branches"]
     if index.is_const():
         return walker.run_closed(branches[int(index.const_value())], ops)
-    results = [walker.run_closed(b, ops) for b in branches]
     i = em.render(index.elems[()], index.dtype)
+    if any(loops.holds_while(b.jaxpr) for b in branches):
+        return loops.guarded_cond(walker, eqn, i, ops)
+    results = [walker.run_closed(b, ops) for b in branches]
     outs = []
     for j, var in enumerate(eqn.outvars):
         dtype = np.dtype(var.aval.dtype)
@@ -65,21 +64,24 @@ def cond(walker, eqn, ins) -> list[Sym]:
 
 
 def while_loop(walker, eqn, ins) -> list[Sym]:
-    """Unroll a while loop whose condition is a constant at every iteration."""
-    p = eqn.params
+    """Unrolled when the condition is a constant at every iteration and the unrolled code stays
+    under loops.MAX_UNROLLED_STATEMENTS (a fori_loop with a traced but constant bound); else a
+    C++ loop testing the condition at run time."""
+    p, em = eqn.params, walker.em
     nc, nb = p["cond_nconsts"], p["body_nconsts"]
     cond_consts, body_consts, carry = ins[:nc], ins[nc : nc + nb], list(ins[nc + nb :])
-    for _ in range(MAX_UNROLL + 1):
-        (go,) = walker.run_closed(p["cond_jaxpr"], [*cond_consts, *carry])
+    mark, unrolled = em.mark(), carry
+    for _ in range(loops.MAX_UNROLLED_STATEMENTS):  # iterations that emit nothing count too
+        if len(em.lines) - mark[0] > loops.MAX_UNROLLED_STATEMENTS:
+            break
+        symbolic = [not s.is_const() for s in (*cond_consts, *unrolled)]
+        if loops.reaches(p["cond_jaxpr"].jaxpr, symbolic, from_floats=False)[0]:
+            break
+        (go,) = walker.run_closed(p["cond_jaxpr"], [*cond_consts, *unrolled])
         if not go.is_const():
-            raise NotImplementedError(
-                f"'while' with a trip count that depends on the state, time or parameters is "
-                f"not supported (at {walker.where(eqn)}); loop bounds must be constants"
-            )
+            break
         if not bool(go.const_value()):
-            return carry
-        carry = walker.run_closed(p["body_jaxpr"], [*body_consts, *carry])
-    raise NotImplementedError(
-        f"a 'while' loop ran over {MAX_UNROLL} iterations while being unrolled "
-        f"(at {walker.where(eqn)})"
-    )
+            return unrolled
+        unrolled = walker.run_closed(p["body_jaxpr"], [*body_consts, *unrolled])
+    em.rewind(mark)
+    return loops.while_loop(walker, eqn, cond_consts, body_consts, carry)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 
 from shoal.ode._codegen.cpp import literal
@@ -11,6 +12,11 @@ _OPERAND = re.compile(r"[A-Za-z_]\w*(?:\[\d+\])?")
 
 
 class Emitter:
+    # Caches of names declared in the body: a name declared inside a block (a loop's body) is out
+    # of scope after it, and one computed from a loop's mutable carries must not stand for the
+    # same expression outside, so block() restores these on leaving (and rewind() too).
+    _SCOPED = ("_local_arrays",)
+
     def __init__(self):
         self.lines: list[str] = []
         self.tables: list[tuple[str, str, list[str]]] = []  # (C type, name, initialisers)
@@ -38,6 +44,42 @@ class Emitter:
         else:
             self.index_deps[name] = self.deps_of(expr)
         return name
+
+    def variable(self, ctype: str, init: str) -> str:
+        """A mutable local (a loop carry), never shared with another expression. An integer or
+        bool one gets its dependencies from the caller, in ``index_deps``."""
+        name = self.fresh("c")
+        self.lines.append(f"{ctype} {name} = {init};")
+        if ctype == "T":
+            self.floats.add(name)
+        else:
+            self.index_deps[name] = frozenset()
+        return name
+
+    @contextlib.contextmanager
+    def block(self, head: str):
+        """Statements emitted inside go into ``head { ... }`` and are local to it."""
+        _, saved = self.mark()
+        self.lines.append(f"{head} {{")
+        start = len(self.lines)
+        try:
+            yield
+        finally:
+            self.lines[start:] = ["  " + line for line in self.lines[start:]]
+            self.lines.append("}")
+            for key, cache in saved.items():
+                setattr(self, key, cache)
+
+    def mark(self):
+        """A point to rewind() to: statements emitted after it can be taken back."""
+        return len(self.lines), {key: dict(getattr(self, key)) for key in self._SCOPED}
+
+    def rewind(self, mark):
+        """Take back the statements emitted since ``mark`` (tables stay: they are shared)."""
+        count, caches = mark
+        del self.lines[count:]
+        for key, cache in caches.items():
+            setattr(self, key, cache)
 
     def deps_of(self, expr: str) -> frozenset[str]:
         """The floats an expression was computed from, through integer and bool locals."""

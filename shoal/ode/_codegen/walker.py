@@ -31,6 +31,11 @@ class Walker:
     def __init__(self, emitter: Emitter):
         self.em = emitter
         self.calls: list = []  # enclosing call-like and control-flow equations, innermost last
+        self._read: set = set()  # variables that an equation or a jaxpr's result reads
+
+    def is_read(self, var) -> bool:
+        """Whether a variable of a jaxpr being run is read (a scan need not store unread ys)."""
+        return var in self._read
 
     def where(self, eqn) -> str:
         # Equations inside library functions (jnp.cumsum is a jit) carry no user frame; the
@@ -55,9 +60,10 @@ class Walker:
         hint = _INSTEAD.get(name.split("-")[0], "")
         return NotImplementedError(
             f"shoal cannot translate primitive '{name}' (at {self.where(eqn)}){hint}; "
-            "supported: arithmetic, elementary functions, comparisons, select, cond, loops with "
-            "constant bounds, indexing (reads at computed indices too), searchsorted, "
-            "reductions, cumulative scans, argmax/argmin, sorts of small rows and contractions"
+            "supported: arithmetic, elementary functions, comparisons, select, cond, loops "
+            "(scan, fori_loop, while_loop), indexing (reads at computed indices too), "
+            "searchsorted, reductions, cumulative scans, argmax/argmin, sorts of small rows and "
+            "contractions"
         )
 
     def run(self, jaxpr, consts, args):
@@ -68,6 +74,8 @@ class Walker:
                 return const_sym(np.asarray(v.val, dtype=v.aval.dtype))
             return env[v]
 
+        self._read.update(v for e in jaxpr.eqns for v in e.invars if isinstance(v, jex_core.Var))
+        self._read.update(v for v in jaxpr.outvars if isinstance(v, jex_core.Var))
         for var, val in zip(jaxpr.constvars, consts, strict=True):
             env[var] = val
         for var, val in zip(jaxpr.invars, args, strict=True):
