@@ -16,6 +16,7 @@ from shoal.ode._codegen import (
     indexing,
     reductions,
     scans,
+    scatters,
     sorted_search,
 )
 from shoal.ode._codegen.contractions import dot_general
@@ -68,6 +69,8 @@ RULES: dict[str, Rule] = {
     # at run-time indices; with constant ones they are data movement
     "gather": indexing.gather,
     "dynamic_slice": indexing.dynamic_slice,
+    **dict.fromkeys(scatters.PRIMITIVES, scatters.scatter),
+    "dynamic_update_slice": scatters.dynamic_update_slice,
     "dot_general": _dot_general,
     "iota": _iota,
     "scan": _nested(control_flow.scan),
