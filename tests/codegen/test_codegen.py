@@ -32,6 +32,7 @@ from jax import lax
 from shoal import _jit
 from shoal.ode import _codegen
 from shoal.ode._codegen import DOT_TABLE_THRESHOLD, ModelTraceError, generate_model
+from shoal.ode._model import detect_pattern
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -155,6 +156,32 @@ def assert_close(got, want, *, rtol, floor=0.0, where=""):
         f"generated C++ differs from JAX at {np.flatnonzero(bad).tolist()} {where}\n"
         f"  C++: {got!r}\n  JAX: {want!r}\n  rel: {(err / np.where(scale > 0, scale, 1))!r}"
     )
+
+
+def assert_matches_at(f, n_vars, n_params, dtype, points, *, floor=1.0):
+    """The compiled model equals jitted JAX at every (y, t, p) of ``points``: 1e-13 relative in
+    float64, 1e-6 in float32 (relative to ``max(|value|, floor)``)."""
+    model, reference = CompiledModel(f, n_vars, n_params, dtype), jax.jit(f)
+    rtol = 1e-13 if np.dtype(dtype) == np.float64 else 1e-6
+    for y, t, p in points:
+        want = jax_eval(reference, y, t, p, dtype)
+        assert_close(model(y, t, p), want, rtol=rtol, floor=floor, where=f"at y={y} t={t} p={p}")
+
+
+def jacobians_at(f, n_vars, n_params, points):
+    """(dual-number Jacobian of the C++, jax.jacfwd of f, y, t, p) at each float64 point."""
+    jac, jacfwd = dual_jacobian(f, n_vars, n_params), jax.jit(jax.jacfwd(f))
+    for y, t, p in points:
+        want = np.asarray(jacfwd(jnp.asarray(y), jnp.asarray(t), jnp.asarray(p)))
+        yield jac(y, float(t), p), want, y, t, p
+
+
+def assert_pattern_covers_jacobians(f, n_vars, n_params, points):
+    """The sparsity tracer's pattern holds every nonzero of jax.jacfwd at every point."""
+    pattern, jacfwd = detect_pattern(f, n_vars, n_params, np.float64), jax.jit(jax.jacfwd(f))
+    for y, t, p in points:
+        jac = np.asarray(jacfwd(jnp.asarray(y), jnp.asarray(t), jnp.asarray(p)))
+        assert not np.any((jac != 0) & ~pattern), f"at y={y} t={t} p={p}"
 
 
 def assert_matches(f, n_vars, n_params, dtype, y, t, p, *, rtol, floor=0.0):

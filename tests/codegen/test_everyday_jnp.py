@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import jax.scipy.special as jsp
 import numpy as np
 import pytest
-from test_codegen import CompiledModel, assert_close, dual_jacobian, jax_eval
+from test_codegen import assert_matches_at, assert_pattern_covers_jacobians, jacobians_at
 
 from shoal.ode._model import detect_pattern
 
@@ -106,20 +106,15 @@ def _points(seed, dtype, count=20):
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
 @pytest.mark.parametrize("f", MODELS, ids=lambda f: f.__name__.strip("_"))
 def test_matches_jax(f, dtype):
-    model, reference = CompiledModel(f, N, NP, dtype), jax.jit(f)
-    rtol = 1e-13 if dtype == np.float64 else 1e-6
-    for y, t, p in _points(1, dtype):
-        want = jax_eval(reference, y, t, p, dtype)
-        assert_close(model(y, t, p), want, rtol=rtol, floor=1.0, where=f"at y={y} t={t} p={p}")
+    assert_matches_at(f, N, NP, dtype, _points(1, dtype))
 
 
 @pytest.mark.parametrize("f", MODELS, ids=lambda f: f.__name__.strip("_"))
 def test_dual_jacobian_matches_jacfwd(f):
-    jac, jacfwd = dual_jacobian(f, N, NP), jax.jit(jax.jacfwd(f))
     # random points only: the tails' point sits on relu's and the norms' kinks
-    for y, t, p in list(_points(2, np.float64, count=8))[1:]:
-        want = np.asarray(jacfwd(jnp.asarray(y), jnp.asarray(t), jnp.asarray(p)))
-        np.testing.assert_allclose(jac(y, float(t), p), want, rtol=1e-12, atol=1e-13)
+    points = list(_points(2, np.float64, count=8))[1:]
+    for got, want, *_ in jacobians_at(f, N, NP, points):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-13)
 
 
 def test_sparsity_patterns():
@@ -130,8 +125,5 @@ def test_sparsity_patterns():
     want[18:21, 18:21] = want[21:, 21:] = True  # logsumexp and softmax of a group of three
     want[20] = False  # t
     np.testing.assert_array_equal(detect_pattern(_special, N, NP, np.float64), want)
-    pattern = detect_pattern(_norms_and_einsum, N, NP, np.float64)
-    jacfwd = jax.jit(jax.jacfwd(_norms_and_einsum))
-    for y, t, p in list(_points(3, np.float64, count=4))[1:]:
-        jac = np.asarray(jacfwd(jnp.asarray(y), jnp.asarray(t), jnp.asarray(p)))
-        assert not np.any((jac != 0) & ~pattern)
+    points = list(_points(3, np.float64, count=4))[1:]
+    assert_pattern_covers_jacobians(_norms_and_einsum, N, NP, points)

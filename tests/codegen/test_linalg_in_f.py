@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
 import pytest
-from test_codegen import CompiledModel, assert_close, dual_jacobian, jax_eval
+from test_codegen import assert_matches_at, assert_pattern_covers_jacobians, jacobians_at
 
 from shoal.ode._codegen import generate_model
 from shoal.ode._model import detect_pattern
@@ -122,28 +122,20 @@ def _points(seed, dtype, count=20):
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
 @pytest.mark.parametrize("f", MODELS, ids=lambda f: f.__name__.strip("_"))
 def test_linear_algebra_matches_jax(f, dtype):
-    model, reference = CompiledModel(f, N, NP, dtype), jax.jit(f)
-    # relative to the folded terms' size, which the weighted sums may cancel
-    rtol, floor = (1e-13, 1.0) if dtype == np.float64 else (1e-6, 10.0)
-    for y, t, p in _points(1, dtype):
-        want = jax_eval(reference, y, t, p, dtype)
-        assert_close(model(y, t, p), want, rtol=rtol, floor=floor, where=f"at y={y} t={t} p={p}")
+    # float32 relative to the folded terms' size, which the weighted sums may cancel
+    floor = 1.0 if dtype == np.float64 else 10.0
+    assert_matches_at(f, N, NP, dtype, _points(1, dtype), floor=floor)
 
 
 @pytest.mark.parametrize("f", DIFFERENTIATED, ids=lambda f: f.__name__.strip("_"))
 def test_dual_jacobian_matches_jacfwd(f):
-    jac, jacfwd = dual_jacobian(f, N, NP), jax.jit(jax.jacfwd(f))
-    for y, t, p in _points(2, np.float64, count=10):
-        want = np.asarray(jacfwd(jnp.asarray(y), jnp.asarray(t), jnp.asarray(p)))
-        np.testing.assert_allclose(jac(y, float(t), p), want, rtol=1e-11, atol=1e-11)
+    for got, want, *_ in jacobians_at(f, N, NP, _points(2, np.float64, count=10)):
+        np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-11)
 
 
 @pytest.mark.parametrize("f", DIFFERENTIATED, ids=lambda f: f.__name__.strip("_"))
 def test_sparsity_pattern_covers_the_jacobian(f):
-    pattern, jacfwd = detect_pattern(f, N, NP, np.float64), jax.jit(jax.jacfwd(f))
-    for y, t, p in _points(3, np.float64, count=5):
-        jac = np.asarray(jacfwd(jnp.asarray(y), jnp.asarray(t), jnp.asarray(p)))
-        assert not np.any((jac != 0) & ~pattern)
+    assert_pattern_covers_jacobians(f, N, NP, _points(3, np.float64, count=5))
 
 
 def _pattern_model(y, t, p):
