@@ -184,6 +184,22 @@ def assert_pattern_covers_jacobians(f, n_vars, n_params, points):
         assert not np.any((jac != 0) & ~pattern), f"at y={y} t={t} p={p}"
 
 
+def assert_compiles_for_the_device(model):
+    """NVRTC compiles the model into Tsit5's and Rodas5P-with-sensitivities' kernels cleanly."""
+    from shoal import _nvrtc
+    from shoal.ode import _kernel_source
+    from shoal.ode._kernel_source import Variant
+    from shoal.ode._options import Method
+
+    if not _nvrtc.available():
+        pytest.skip("NVRTC not found")  # reported as skipped; tests/cuda/test_nvrtc.py says why
+    for variant in (Variant(Method.TSIT5), Variant(Method.RODAS5P, sens=(False, True))):
+        source = _kernel_source.library_source(model, variant, "cuda")
+        cubin, log = _nvrtc.compile_source(source.replace("SHOAL_CACHE_KEY", '"k"'), "sm_90")
+        assert variant.entry.encode() in cubin
+        assert "warning" not in log.lower(), log
+
+
 def assert_matches(f, n_vars, n_params, dtype, y, t, p, *, rtol, floor=0.0):
     """C++ == JAX to ``rtol`` relative to ``max(|jax|, floor)``, NaN where JAX has NaN."""
     got = CompiledModel(f, n_vars, n_params, dtype)(y, t, p)

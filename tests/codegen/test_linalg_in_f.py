@@ -15,7 +15,12 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
 import pytest
-from test_codegen import assert_matches_at, assert_pattern_covers_jacobians, jacobians_at
+from test_codegen import (
+    assert_compiles_for_the_device,
+    assert_matches_at,
+    assert_pattern_covers_jacobians,
+    jacobians_at,
+)
 
 from shoal.ode._codegen import generate_model
 from shoal.ode._model import detect_pattern
@@ -150,6 +155,10 @@ def test_sparsity_pattern_of_a_solve_is_exact():
     want[2, 2:4] = True
     want[3:, 3:] = np.eye(3, dtype=bool)
     np.testing.assert_array_equal(detect_pattern(_pattern_model, N, NP, np.float64), want)
+
+
+def test_linear_algebra_compiles_for_the_device():
+    assert_compiles_for_the_device(generate_model(_solves, N, NP, np.float64))
 
 
 @pytest.mark.parametrize(

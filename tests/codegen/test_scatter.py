@@ -20,6 +20,7 @@ from jax import lax
 from test_codegen import (
     CompiledModel,
     assert_close,
+    assert_compiles_for_the_device,
     assert_matches_at,
     assert_pattern_covers_jacobians,
     jacobians_at,
@@ -172,6 +173,10 @@ def test_constant_index_writes_generate_the_same_code_as_stacking():
 
     source = generate_model(scattered, n, NP, np.float64).source
     assert source == generate_model(stacked, n, NP, np.float64).source
+
+
+def test_writes_compile_for_the_device():
+    assert_compiles_for_the_device(generate_model(_computed_windows, N, NP, np.float64))
 
 
 def test_source_is_linear_in_operand_times_updates():
