@@ -21,13 +21,15 @@ from shoal.ode._options import LuPrecision, Method, Ordering, SparsityPattern
 class Variant:
     """What one compiled entry point integrates.
 
-    sens = (with_y0, with_params) selects the joint system [y, S] with those columns; a sparsity
-    pattern replaces Rodas5P's dense LU by the sparse direct solver compiled for it.
+    sens = (with_y0, params) selects the joint system [y, S] with columns for y0 (if with_y0)
+    and for the parameters: all of them (True), none (False), or the range (begin, end) of the
+    model's p (its own ones, or its shared ones). A sparsity pattern replaces Rodas5P's dense LU
+    by the sparse direct solver compiled for it.
     """
 
     method: Method
     lu_precision: LuPrecision = LuPrecision.FP64
-    sens: tuple[bool, bool] | None = None
+    sens: tuple[bool, bool | tuple[int, int]] | None = None
     sparsity: SparsityPattern | None = None
     ordering: Ordering = Ordering.AMD
 
@@ -52,7 +54,12 @@ class Variant:
         if self.method is Method.RODAS5P:
             name += f"_lu{self.lu_precision.value[2:]}"
         if self.sens is not None:
-            name += f"_sens{'_y0' if self.sens[0] else ''}{'_p' if self.sens[1] else ''}"
+            with_y0, params = self.sens
+            name += f"_sens{'_y0' if with_y0 else ''}"
+            if isinstance(params, tuple):
+                name += f"_p{params[0]}to{params[1]}"
+            elif params:
+                name += "_p"
         if self.sparse:
             name += "_sparse"
         return name
@@ -69,8 +76,13 @@ def _stepper_source(variant: Variant) -> tuple[list[str], str, str]:
     lines = ['#include "shoal/ode/ensemble.hpp"']
     model_type = "shoal_generated::Model"
     if variant.sens is not None:
-        flags = ", ".join("true" if x else "false" for x in variant.sens)
-        model_type = f"shoal::ode::Sensitivity<shoal_generated::Model, {flags}>"
+        with_y0, params = variant.sens
+        if isinstance(params, tuple):
+            columns = f"{params[0]}, {params[1]}"
+        else:
+            columns = "0, shoal_generated::Model::n_params" if params else "0, 0"
+        model_type = (f"shoal::ode::Sensitivity<shoal_generated::Model, "
+                      f"{'true' if with_y0 else 'false'}, {columns}>")
         lines.append('#include "shoal/ode/sensitivity.hpp"')
     if variant.method is Method.TSIT5:
         lines.append('#include "shoal/ode/tsit5.hpp"')
@@ -98,7 +110,8 @@ def library_source(model: _codegen.GeneratedModel, variant: Variant,
 
     cpu: a shared library exporting ``entry(args, begin, end)`` over a range of trajectories.
     cuda: a cubin whose ``__global__`` kernel ``entry(args)`` solves one trajectory per thread,
-    with ``shoal_model_info`` = {ABI version, n_vars, n_params, bits} for the handler to check.
+    with ``shoal_model_info`` = {ABI version, n_vars, n_params, n_shared, bits} for the handler to
+    check.
     """
     ctype = "double" if model.dtype == np.float64 else "float"
     bits = 64 if model.dtype == np.float64 else 32
@@ -108,9 +121,9 @@ def library_source(model: _codegen.GeneratedModel, variant: Variant,
         return "\n".join([
             *lines,
             'extern "C" __device__ const char shoal_cache_key[] = SHOAL_CACHE_KEY;',
-            'extern "C" __device__ const int32_t shoal_model_info[4] = {',
+            'extern "C" __device__ const int32_t shoal_model_info[5] = {',
             "    SHOAL_ODE_ABI_VERSION, ShoalSolvedModel::n_vars, ShoalSolvedModel::n_params, "
-            f"{bits}}};",
+            f"shoal::ode::n_shared_params<ShoalSolvedModel>(), {bits}}};",
             f'extern "C" __global__ void {variant.entry}(ShoalEnsembleArgs a) {{',
             "  const int64_t m = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;",
             "  if (m >= a.n_traj) return;",
@@ -126,9 +139,11 @@ def library_source(model: _codegen.GeneratedModel, variant: Variant,
         _HOST_EXPORT,
         "SHOAL_EXPORT const char shoal_cache_key[] = SHOAL_CACHE_KEY;",
         "SHOAL_EXPORT int32_t shoal_abi_version() { return SHOAL_ODE_ABI_VERSION; }",
-        "SHOAL_EXPORT void shoal_model_info(int32_t* n_vars, int32_t* n_params, int32_t* bits) {",
+        "SHOAL_EXPORT void shoal_model_info(int32_t* n_vars, int32_t* n_params, int32_t* n_shared,",
+        "                                   int32_t* bits) {",
         "  *n_vars = ShoalSolvedModel::n_vars;",
         "  *n_params = ShoalSolvedModel::n_params;",
+        "  *n_shared = shoal::ode::n_shared_params<ShoalSolvedModel>();",
         f"  *bits = {bits};",
         "}",
         f"SHOAL_EXPORT void {variant.entry}(const ShoalEnsembleArgs* a, int64_t begin, "

@@ -1,7 +1,9 @@
 """A user's ``f`` as a model: traced once per signature, and what is derived from that trace.
 
-Like ``jax.jit``, ``f`` is traced once per (function, n_vars, n_params, dtype): it is keyed by
-identity, so rebinding a global it reads is not seen afterwards. The structural Jacobian pattern
+Like ``jax.jit``, ``f`` is traced once per (function, n_vars, parameter layout, dtype): it is
+keyed by identity, so rebinding a global it reads is not seen afterwards. A trace in which ``f``
+closes over arrays an outer transformation is tracing is not kept: those arrays are inputs of
+this call only. The structural Jacobian pattern
 (``sparsity="auto"``) comes from the same generated model, compiled once more with
 ``shoal::ad::Tracer`` as its scalar: each state variable enters as the set {j}, every operation
 returns the union of its operands' sets, and both branches of every select count, so ``f_i``
@@ -20,22 +22,28 @@ import numpy as np
 from shoal import _jit
 from shoal.ode import _codegen, _kernel_source
 from shoal.ode._options import SparsityPattern
+from shoal.ode._params import ParamLayout
 from shoal.ode._sparse import normalize_pattern
 
-# f -> {(n_vars, n_params, dtype): GeneratedModel}
+# f -> {(n_vars, parameter layout, dtype): GeneratedModel}
 _traced: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def generated_model(f, n_vars: int, n_params: int, dtype) -> _codegen.GeneratedModel:
-    """The C++ model generated from ``f`` for these sizes and dtype (traced once per signature)."""
-    signature = (n_vars, n_params, np.dtype(dtype).name)
+def generated_model(f, n_vars: int, params: int | ParamLayout,
+                    dtype) -> tuple[_codegen.GeneratedModel, list]:
+    """The C++ model generated from ``f`` for these sizes and dtype (traced once per signature),
+    and the traced arrays it closes over (``_codegen.generate``)."""
+    signature = (n_vars, params, np.dtype(dtype).name)
     try:
         per_f = _traced.setdefault(f, {})
     except TypeError:  # not weak-referenceable: trace every time
         per_f = {}
-    if signature not in per_f:
-        per_f[signature] = _codegen.generate_model(f, n_vars, n_params, dtype)
-    return per_f[signature]
+    if signature in per_f:
+        return per_f[signature], []
+    model, closure = _codegen.generate(f, n_vars, params, dtype)
+    if not closure:
+        per_f[signature] = model
+    return model, closure
 
 
 @functools.lru_cache(maxsize=256)
@@ -52,7 +60,7 @@ def structural_pattern(model: _codegen.GeneratedModel) -> np.ndarray:
 
 def detect_pattern(f, n_vars: int, n_params: int, dtype) -> np.ndarray:
     """Boolean (n, n): entry (i, j) when f_i structurally depends on y_j."""
-    return structural_pattern(generated_model(f, n_vars, n_params, dtype)).copy()
+    return structural_pattern(generated_model(f, n_vars, n_params, dtype)[0]).copy()
 
 
 def resolve_sparsity(model: _codegen.GeneratedModel, sparsity) -> SparsityPattern | None:

@@ -1,12 +1,12 @@
 """The ensemble-solve primitive: abstract evaluation, batching, and one lowering per platform.
 
-``ensemble_p`` takes (y0, params, t_span, weights) and the static ``build`` (what to compile,
-``_build.ModelBuild``), ``options`` (the record, ``_options.SolveOptions``) and
+``ensemble_p`` takes (y0, params, shared, t_span, weights) and the static ``build`` (what to
+compile, ``_build.ModelBuild``), ``options`` (the record, ``_options.SolveOptions``) and
 ``error_components``. Each platform's lowering compiles the build for itself and emits one call of
 the platform's FFI target, whose attributes name the compiled model and its entry point and carry
 the options as ONE dictionary attribute. A vmapped solve is one ensemble call: batch dimensions
 are moved to the front of every operand, and the handler folds leading dimensions into the
-ensemble axis (t_span rows are shared by consecutive trajectories).
+ensemble axis (t_span rows and shared-parameter rows serve consecutive trajectories).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ ensemble_p.def_impl(functools.partial(_apply_primitive, ensemble_p))
 
 
 @ensemble_p.def_abstract_eval
-def _abstract_eval(y0, params, t_span, weights, **static):
+def _abstract_eval(y0, params, shared, t_span, weights, **static):
     lead = y0.shape[:-1]
     shape = lead + (t_span.shape[-1], y0.shape[-1])
     stat = ShapedArray(lead, np.int32)
@@ -81,12 +81,13 @@ mlir.register_lowering(
     platform="cuda")
 
 
-def ensemble_solve(y0, params, t_span, weights, *, build: _build.ModelBuild,
+def ensemble_solve(y0, params, shared, t_span, weights, *, build: _build.ModelBuild,
                    options: SolveOptions, error_components: int = 0):
     """One ensemble call: ys (N, n_save, n) and int32 accepted/rejected/status (N,).
 
-    y0 and weights are (N, n), params (N, n_params), t_span (n_save,); under vmap every operand
-    gains the same leading batch dimensions and the handler folds them into the ensemble.
+    y0 and weights are (N, n), params (N, n_own) the per-trajectory parameters, shared
+    (n_shared,) the ensemble's, t_span (n_save,); under vmap every operand gains the same leading
+    batch dimensions and the handler folds them into the ensemble.
     """
-    return tuple(ensemble_p.bind(y0, params, t_span, weights, build=build, options=options,
-                                 error_components=int(error_components)))
+    return tuple(ensemble_p.bind(y0, params, shared, t_span, weights, build=build,
+                                 options=options, error_components=int(error_components)))

@@ -15,7 +15,7 @@ import jax.extend.core as jex_core
 import jax.numpy as jnp
 import numpy as np
 
-from shoal.ode import _model, _options
+from shoal.ode import _model, _options, _params
 from shoal.ode._differentiation import EnsembleProblem, solve_ensemble
 from shoal.ode._options import SolveOptions
 
@@ -52,7 +52,8 @@ def _solve_options(options: dict) -> SolveOptions:
         raise err
 
 
-def solve(f, y0, t_span, params=None, *, return_stats=False, error_weights=None, **options):
+def solve(f, y0, t_span, params=None, *, params_axes=None, return_stats=False,
+          error_weights=None, **options):
     if not callable(f):
         raise TypeError(f"f must be callable f(y, t, p), got {type(f).__name__}")
     opts = _solve_options(options)
@@ -62,10 +63,13 @@ def solve(f, y0, t_span, params=None, *, return_stats=False, error_weights=None,
     if y0.ndim not in (1, 2) or y0.shape[-1] == 0:
         raise ValueError(f"y0 must have shape (n,) or (N, n) with n >= 1; got {y0.shape}")
     n = y0.shape[-1]
-    params = jnp.zeros((0,), dtype) if params is None else _as_float_array("params", params, dtype)
-    if params.ndim not in (1, 2):
-        raise ValueError(f"params must have shape (n_params,) or (N, n_params); got "
-                         f"{params.shape}")
+    n_y = y0.shape[0] if y0.ndim == 2 else 1
+    split = _params.split(params, params_axes, y0.shape[0] if y0.ndim == 2 else None, dtype)
+    n_p = split.n_traj
+    if n_y != n_p and 1 not in (n_y, n_p):
+        raise ValueError(f"y0 {y0.shape} and params ({n_p} rows) have different ensemble "
+                         f"sizes ({n_y} and {n_p}); each must be N or 1")
+    N = max(n_y, n_p)
     t_span = _as_float_array("t_span", t_span, dtype)
     if t_span.ndim != 1 or t_span.shape[0] < 1:
         raise ValueError(f"t_span must have shape (n_save,) with n_save >= 1; got {t_span.shape}")
@@ -75,13 +79,6 @@ def solve(f, y0, t_span, params=None, *, return_stats=False, error_weights=None,
             raise ValueError(f"t_span must be finite; got {t_values}")
         if np.any(np.diff(t_values) <= 0):
             raise ValueError(f"t_span must be strictly increasing; got {t_values}")
-
-    n_y = y0.shape[0] if y0.ndim == 2 else 1
-    n_p = params.shape[0] if params.ndim == 2 else 1
-    if n_y != n_p and 1 not in (n_y, n_p):
-        raise ValueError(f"y0 {y0.shape} and params {params.shape} have different ensemble "
-                         f"sizes ({n_y} and {n_p}); each must be N or 1")
-    N = max(n_y, n_p)
 
     weights = None
     if error_weights is not None:
@@ -93,9 +90,11 @@ def solve(f, y0, t_span, params=None, *, return_stats=False, error_weights=None,
         if w_values is not None and not np.all((w_values >= 0) & np.isfinite(w_values)):
             raise ValueError("error_weights must be finite and >= 0")
 
-    model = _model.generated_model(f, n, params.shape[-1], dtype)
+    model, closure = _model.generated_model(f, n, split.layout, dtype)
+    # Arrays f closes over while an outer transformation traces them follow the shared leaves.
+    shared = jnp.concatenate([split.shared, *(jnp.ravel(c).astype(dtype) for c in closure)])
     opts = opts.replace(sparsity=_model.resolve_sparsity(model, opts.sparsity))
-    ys, accepted, rejected, status = _run(y0, params, t_span, weights,
+    ys, accepted, rejected, status = _run(y0, split.own, shared, t_span, weights,
                                           problem=EnsembleProblem(model, opts), n_traj=N)
     if return_stats:
         return ys, {"accepted": accepted, "rejected": rejected, "status": status}
@@ -108,14 +107,25 @@ solve.__doc__ = f"""Integrate an ensemble of ODE systems ``dy/dt = f(y, t, p)``.
     ----------
     f : callable
         ``f(y, t, p) -> dy/dt`` written with ``jax.numpy``: ``y`` has shape ``(n,)``, ``t`` is a
-        scalar, ``p`` has shape ``(n_params,)``; returns shape ``(n,)`` (or a tuple of ``n``
-        scalars) in y's dtype. It is traced once and compiled to C++.
+        scalar, ``p`` is one trajectory's view of ``params`` (same structure; a per-trajectory
+        leaf loses its leading axis); returns shape ``(n,)`` (or a tuple of ``n`` scalars) in
+        y's dtype. It is traced once per parameter structure and compiled to C++. Arrays it
+        closes over are constants, compiled in; ones that an outer ``jit``/``grad``/``vmap`` is
+        tracing become run-time inputs, as if passed in ``params``.
     y0 : array, shape ``(n,)`` or ``(N, n)``
         Initial states. Its floating dtype (float32 or float64) is the precision of the solve.
     t_span : array, shape ``(n_save,)``
         Strictly increasing save times shared by the ensemble; ``t_span[0]`` is the start.
-    params : array, shape ``(n_params,)`` or ``(N, n_params)``, optional
-        Per-trajectory parameters, broadcast against ``y0``.
+    params : pytree of arrays, optional
+        Any pytree (dict, tuple, NamedTuple, dataclass, registered class). A leaf whose leading
+        axis has length N (y0's rows) is per-trajectory, any other leaf is shared by the whole
+        ensemble and passed once; every leaf is a run-time input (new values never recompile)
+        and differentiable. A bare array keeps its meaning: ``(n_params,)`` for every
+        trajectory, ``(N, n_params)`` one row each.
+    params_axes : pytree prefix of params, optional
+        ``0`` (per-trajectory, leading axis N or 1) or ``None`` (shared) for each subtree, like
+        :func:`jax.vmap`'s ``in_axes``: says which is which where the leading length is
+        ambiguous (a shared table with N entries) or y0 is a single state.
     return_stats : bool
         Also return ``{{"accepted", "rejected", "status"}}``, each int32 of shape ``(N,)``.
     error_weights : array, shape ``(n,)`` or ``(N, n)``, optional
@@ -146,10 +156,11 @@ solve.__signature__ = _signature()
 
 
 @functools.partial(jax.jit, static_argnames=("problem", "n_traj"))
-def _run(y0, params, t_span, weights, *, problem: EnsembleProblem, n_traj: int):
+def _run(y0, params, shared, t_span, weights, *, problem: EnsembleProblem, n_traj: int):
     """Broadcast the inputs to the ensemble and solve; one jitted dispatch when called eagerly.
 
-    y0 (n,) or (N|1, n), params (n_p,) or (N|1, n_p), weights None, (n,) or (N|1, n).
+    y0 (n,) or (N|1, n), params (the own parameters) (N|1, n_own), shared (n_shared,), weights
+    None, (n,) or (N|1, n).
     """
 
     def ensemble(x):  # explicit rows, since the trailing size may be 0
@@ -157,4 +168,4 @@ def _run(y0, params, t_span, weights, *, problem: EnsembleProblem, n_traj: int):
         return jnp.broadcast_to(x.reshape(rows, x.shape[-1]), (n_traj, x.shape[-1]))
 
     weights = jnp.ones((n_traj, problem.n_vars), y0.dtype) if weights is None else ensemble(weights)
-    return solve_ensemble(problem, ensemble(y0), ensemble(params), t_span, weights)
+    return solve_ensemble(problem, ensemble(y0), ensemble(params), shared, t_span, weights)

@@ -28,24 +28,26 @@ ffi::Error invalid(std::string msg) {
 
 ffi::Error fill_ensemble_args(const ModelShape& model, EnsembleBuffers buffers,
                               const ShoalSolveOptions& options, ShoalEnsembleArgs* a) {
-  const ffi::AnyBuffer &y0 = buffers.y0, &params = buffers.params, &t_span = buffers.t_span,
-                       &weights = buffers.weights;
+  const ffi::AnyBuffer &y0 = buffers.y0, &params = buffers.params, &shared = buffers.shared,
+                       &t_span = buffers.t_span, &weights = buffers.weights;
   const auto dtype = y0.element_type();
   const int bits = dtype == ffi::DataType::F64 ? 64 : dtype == ffi::DataType::F32 ? 32 : 0;
   if (bits == 0 || bits != model.dtype_bits) {
     return invalid("y0 has an element type the compiled model was not built for (model is float" +
                    std::to_string(model.dtype_bits) + ")");
   }
-  for (const ffi::AnyBuffer* b : {&params, &t_span, &weights}) {
+  for (const ffi::AnyBuffer* b : {&params, &shared, &t_span, &weights}) {
     if (b->element_type() != dtype) return invalid("all floating inputs must share y0's dtype");
   }
   if (last_dim(y0) != model.n_vars || last_dim(weights) != model.n_vars) {
     return invalid("state size " + std::to_string(last_dim(y0)) + " does not match the model's " +
                    std::to_string(model.n_vars) + " variables");
   }
-  if (last_dim(params) != model.n_params) {
-    return invalid("params size " + std::to_string(last_dim(params)) +
-                   " does not match the model's " + std::to_string(model.n_params));
+  const int32_t n_own = model.n_params - model.n_shared;
+  if (last_dim(params) != n_own || last_dim(shared) != model.n_shared) {
+    return invalid("parameter sizes " + std::to_string(last_dim(params)) + " (per trajectory) and " +
+                   std::to_string(last_dim(shared)) + " (shared) do not match the model's " +
+                   std::to_string(n_own) + " and " + std::to_string(model.n_shared));
   }
   const int64_t n_traj = leading_count(y0, 1);
   const int64_t n_t_rows = leading_count(t_span, 1);
@@ -54,6 +56,10 @@ ffi::Error fill_ensemble_args(const ModelShape& model, EnsembleBuffers buffers,
   }
   if (n_t_rows <= 0 || n_traj % n_t_rows != 0) {
     return invalid("t_span rows do not divide the ensemble");
+  }
+  const int64_t n_shared_rows = leading_count(shared, 1);
+  if (n_shared_rows <= 0 || n_traj % n_shared_rows != 0) {
+    return invalid("shared parameter rows do not divide the ensemble");
   }
   const int64_t n_save = last_dim(t_span);
   if (buffers.ys->element_count() != static_cast<size_t>(n_traj * n_save * model.n_vars)) {
@@ -68,11 +74,14 @@ ffi::Error fill_ensemble_args(const ModelShape& model, EnsembleBuffers buffers,
   std::memset(a, 0, sizeof(*a));
   a->n_traj = n_traj;
   a->t_span_group = n_traj / n_t_rows;
+  a->shared_group = n_traj / n_shared_rows;
   a->n_vars = model.n_vars;
   a->n_params = model.n_params;
+  a->n_shared = model.n_shared;
   a->n_save = static_cast<int32_t>(n_save);
   a->y0 = y0.untyped_data();
   a->params = params.untyped_data();
+  a->shared = shared.untyped_data();
   a->t_span = t_span.untyped_data();
   a->weights = weights.untyped_data();
   a->ys = buffers.ys->untyped_data();

@@ -28,18 +28,19 @@ namespace shoal {
 struct ModelShape {
   int32_t n_vars = 0;
   int32_t n_params = 0;
+  int32_t n_shared = 0;
   int32_t dtype_bits = 0;  // 32 or 64
 };
 
 // One call's operands and results.
 struct EnsembleBuffers {
-  xla::ffi::AnyBuffer y0, params, t_span, weights;
+  xla::ffi::AnyBuffer y0, params, shared, t_span, weights;
   xla::ffi::Result<xla::ffi::AnyBuffer> ys, accepted, rejected, status;
 };
 
 // The operands, attributes and results of every solve handler, appended to `binding` (the bare
 // Ffi::Bind(), or one that already holds a platform context). A handler's parameters follow:
-//   (context..., y0, params, t_span, weights, model, entry, options, ys, accepted, rejected,
+//   (context..., y0, params, shared, t_span, weights, model, entry, options, ys, accepted, rejected,
 //    status)
 // where `model` names the compiled model (a host library's path, or the CUDA cubins as
 // "sm_90=/a.cubin;sm_80=/b.cubin") and `entry` its entry point.
@@ -49,6 +50,7 @@ auto bind_ensemble_solve(Binding binding) {
   return std::move(binding)
       .template Arg<AnyBuffer>()  // y0
       .template Arg<AnyBuffer>()  // params
+      .template Arg<AnyBuffer>()  // shared
       .template Arg<AnyBuffer>()  // t_span
       .template Arg<AnyBuffer>()  // error_weights
       .template Attr<std::string_view>("model")

@@ -19,6 +19,7 @@ struct LoadedModel {
   SolveRangeFn solve_range = nullptr;
   int32_t n_vars = 0;
   int32_t n_params = 0;
+  int32_t n_shared = 0;  // the trailing n_shared of n_params are shared by the ensemble
   int32_t dtype_bits = 0;  // 32 or 64
 };
 

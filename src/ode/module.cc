@@ -26,10 +26,10 @@ NB_MODULE(_ode_ext, m) {
         shoal::LoadedModel model;
         std::string error;
         if (!shoal::load_model(path, entry, &model, &error)) throw std::runtime_error(error);
-        return nb::make_tuple(model.n_vars, model.n_params, model.dtype_bits);
+        return nb::make_tuple(model.n_vars, model.n_params, model.n_shared, model.dtype_bits);
       },
       nb::arg("path"), nb::arg("entry"),
-      "Load a compiled model library (once per process) and return (n_vars, n_params, bits).");
+      "Load a compiled model library (once per process) and return (n_vars, n_params, n_shared, bits).");
   m.def(
       "cuda_driver_status",
       [] {
@@ -52,7 +52,8 @@ NB_MODULE(_ode_ext, m) {
   using I32 = nb::ndarray<int32_t, nb::c_contig, nb::device::cpu>;
   m.def(
       "_solve_on_cuda_stream_for_testing",
-      [](const std::string& cubins, const std::string& entry, F64 y0, F64 params, F64 t_span,
+      [](const std::string& cubins, const std::string& entry, F64 y0, F64 params, F64 shared,
+         F64 t_span,
          F64 weights, F64 ys, I32 accepted, I32 rejected, I32 status, nb::dict kernel_options) {
         ShoalSolveOptions options;  // the fields given override the defaults
 #define SHOAL_OPTION_FROM_DICT(type, name, value, meaning) \
@@ -63,11 +64,14 @@ NB_MODULE(_ode_ext, m) {
           std::memset(a, 0, sizeof(*a));
           a->n_traj = static_cast<int64_t>(y0.shape(0));
           a->t_span_group = a->n_traj;
+          a->shared_group = a->n_traj;
           a->n_vars = shape.n_vars;
           a->n_params = shape.n_params;
+          a->n_shared = shape.n_shared;
           a->n_save = static_cast<int32_t>(t_span.shape(0));
           a->y0 = y0.data();
           a->params = params.data();
+          a->shared = shared.data();
           a->t_span = t_span.data();
           a->weights = weights.data();
           a->ys = ys.data();

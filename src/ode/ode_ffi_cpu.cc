@@ -39,7 +39,7 @@ ffi::Error solve_impl(ffi::ThreadPool& pool, const EnsembleBuffers& buffers,
   if (!load_model(std::string(model_path), std::string(entry), &model, &error)) {
     return ffi::Error(ffi::ErrorCode::kFailedPrecondition, error);
   }
-  const ModelShape shape{model.n_vars, model.n_params, model.dtype_bits};
+  const ModelShape shape{model.n_vars, model.n_params, model.n_shared, model.dtype_bits};
   ShoalEnsembleArgs a;
   ffi::Error filled = fill_ensemble_args(shape, buffers, options, &a);
   if (filled.failure()) return filled;
@@ -56,12 +56,13 @@ ffi::Error solve_impl(ffi::ThreadPool& pool, const EnsembleBuffers& buffers,
 }
 
 ffi::Error solve(ffi::ThreadPool pool, ffi::AnyBuffer y0, ffi::AnyBuffer params,
-                 ffi::AnyBuffer t_span, ffi::AnyBuffer weights, std::string_view model,
+                 ffi::AnyBuffer shared, ffi::AnyBuffer t_span, ffi::AnyBuffer weights, std::string_view model,
                  std::string_view entry, ShoalSolveOptions options, ffi::Result<ffi::AnyBuffer> ys,
                  ffi::Result<ffi::AnyBuffer> accepted, ffi::Result<ffi::AnyBuffer> rejected,
                  ffi::Result<ffi::AnyBuffer> status) {
   return without_exceptions("shoal.ode.solve", [&] {
-    return solve_impl(pool, {y0, params, t_span, weights, ys, accepted, rejected, status}, model,
+    return solve_impl(pool, {y0, params, shared, t_span, weights, ys, accepted, rejected, status},
+                      model,
                       entry, options);
   });
 }

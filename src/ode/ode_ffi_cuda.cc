@@ -22,20 +22,21 @@ namespace {
 
 // The kernel takes ShoalEnsembleArgs by value, so host and device layouts must agree; these
 // figures are asserted for the device side by tests/cuda/test_nvrtc.py.
-static_assert(offsetof(ShoalEnsembleArgs, y0) == 16, "ShoalEnsembleArgs layout: bump the ABI");
-static_assert(offsetof(ShoalEnsembleArgs, options) == 80, "ShoalEnsembleArgs layout");
-static_assert(offsetof(ShoalEnsembleArgs, n_vars) == 80 + sizeof(ShoalSolveOptions),
+static_assert(offsetof(ShoalEnsembleArgs, y0) == 24, "ShoalEnsembleArgs layout: bump the ABI");
+static_assert(offsetof(ShoalEnsembleArgs, options) == 96, "ShoalEnsembleArgs layout");
+static_assert(offsetof(ShoalEnsembleArgs, n_vars) == 96 + sizeof(ShoalSolveOptions),
               "ShoalEnsembleArgs layout");
-static_assert(sizeof(ShoalEnsembleArgs) == 96 + sizeof(ShoalSolveOptions),
+static_assert(sizeof(ShoalEnsembleArgs) == 112 + sizeof(ShoalSolveOptions),
               "ShoalEnsembleArgs layout");
 
 ffi::Error solve(cuda::CUstream stream, ffi::AnyBuffer y0, ffi::AnyBuffer params,
-                 ffi::AnyBuffer t_span, ffi::AnyBuffer weights, std::string_view cubins,
+                 ffi::AnyBuffer shared, ffi::AnyBuffer t_span, ffi::AnyBuffer weights, std::string_view cubins,
                  std::string_view entry, ShoalSolveOptions options, ffi::Result<ffi::AnyBuffer> ys,
                  ffi::Result<ffi::AnyBuffer> accepted, ffi::Result<ffi::AnyBuffer> rejected,
                  ffi::Result<ffi::AnyBuffer> status) {
   return without_exceptions("shoal.ode.solve", [&] {
-    const EnsembleBuffers buffers{y0, params, t_span, weights, ys, accepted, rejected, status};
+    const EnsembleBuffers buffers{y0,      params,   shared,   t_span, weights,
+                                  ys,      accepted, rejected, status};
     return solve_on_stream(stream, cubins, entry,
                            [&](const ModelShape& shape, ShoalEnsembleArgs* a) {
                              return fill_ensemble_args(shape, buffers, options, a);

@@ -31,7 +31,7 @@ from jax import lax
 
 from shoal import _jit
 from shoal.ode import _codegen
-from shoal.ode._codegen import DOT_TABLE_THRESHOLD, ModelTraceError, generate_model
+from shoal.ode._codegen import DOT_TABLE_THRESHOLD, ModelTraceError, generate, generate_model
 from shoal.ode._model import detect_pattern
 
 
@@ -934,10 +934,23 @@ def test_float32_model_must_return_float32():
         generate_model(lambda y, t, p: y * np.ones(N), N, NP, np.float32)
 
 
-def test_closing_over_a_tracer_is_a_value_error():
+def test_closed_over_tracers_become_trailing_shared_parameters():
     def outer(q):
-        generate_model(lambda y, t, p: y * q, N, NP, np.float64)
+        model, closure = generate(lambda y, t, p: y * q[0] + q[1], N, NP, np.float64)
+        assert closure and closure[0].shape == (2,)
+        assert (model.n_params, model.n_shared) == (NP + 2, 2)
+        assert f"p[{NP}]" in model.source and f"p[{NP + 1}]" in model.source
+        with pytest.raises(ModelTraceError, match="generate"):
+            generate_model(lambda y, t, p: y * q[0], N, NP, np.float64)
         return q
 
-    with pytest.raises(ValueError, match="params"):
-        jax.jit(outer)(1.0)
+    jax.jit(outer)(jnp.array([1.0, 2.0]))
+
+
+def test_closing_over_a_traced_integer_is_a_value_error():
+    def outer(i):
+        generate(lambda y, t, p: y * i, N, NP, np.float64)
+        return i
+
+    with pytest.raises(ModelTraceError, match="through params"):
+        jax.jit(outer)(3)

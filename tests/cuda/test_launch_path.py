@@ -73,8 +73,8 @@ SCENARIO = textwrap.dedent("""
     out = {"driver": list(_ode_ext.cuda_driver_status()), "errors": []}
     for cubins, entry in spec["calls"]:
         out["errors"].append(_ode_ext._solve_on_cuda_stream_for_testing(
-            cubins, entry, data["y0"], data["params"], t_span, np.ones_like(data["y0"]), ys,
-            *stats, spec["options"]))
+            cubins, entry, data["y0"], data["params"], np.zeros(0), t_span,
+            np.ones_like(data["y0"]), ys, *stats, spec["options"]))
     np.savez(spec["result"], ys=ys, accepted=stats[0], rejected=stats[1], status=stats[2])
     lib = __import__("ctypes").CDLL(spec["driver"])
     lib.fake_cuda_threads.restype = __import__("ctypes").c_longlong
@@ -183,9 +183,9 @@ def test_rodas5p_with_sensitivities_through_the_fake_driver(fake_driver, tmp_pat
     report, got = _run(fake_driver, tmp_path, [[f"sm_90={cubin}", sens.entry]], z0, params,
                        t_span, rtol=1e-7, atol=1e-12, first_step=1e-6)
     assert report["errors"] == [""]
-    model = _model.generated_model(robertson, 3, 3, np.float64)
+    model, _ = _model.generated_model(robertson, 3, 3, np.float64)
     ys, acc, rej, status = _primitive.ensemble_solve(
-        z0, params, t_span, np.ones_like(z0), build=ModelBuild(model, sens),
+        z0, params, np.zeros(0), t_span, np.ones_like(z0), build=ModelBuild(model, sens),
         options=SolveOptions(rtol=1e-7, atol=1e-12, first_step=1e-6))
     np.testing.assert_array_equal(got["ys"], np.asarray(ys))
     np.testing.assert_array_equal(got["accepted"], np.asarray(acc))
@@ -207,7 +207,7 @@ def test_launch_path_errors_are_messages(fake_driver, tmp_path):
     wrong_abi = tmp_path / "wrong_abi.cu"
     wrong_abi.write_text(
         '#include "shoal/ode/ensemble.hpp"\n'
-        'extern "C" __device__ const int32_t shoal_model_info[4] = {1, 3, 3, 64};\n'
+        'extern "C" __device__ const int32_t shoal_model_info[5] = {1, 3, 3, 0, 64};\n'
         'extern "C" __global__ void k(ShoalEnsembleArgs) {}\n')
     _compile(["-std=c++17", "-fPIC", "-shared", "-x", "c++", "-include",
               str(HERE / "fake_cuda" / "kernel_shim.h"), f"-I{ROOT / 'include'}",

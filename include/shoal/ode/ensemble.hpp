@@ -8,12 +8,13 @@
 
 #include "shoal/config.hpp"
 #include "shoal/ode/integrate.hpp"
+#include "shoal/ode/model_traits.hpp"
 #include "shoal/ode/solve_options.hpp"
 
 // The ensemble ABI: the host refuses a library built against a different layout instead of
 // reading garbage. Bump SHOAL_ODE_ABI_BASE whenever ShoalEnsembleArgs (outside its options) or the
 // exported entry signatures change; the options' layout is folded in by itself.
-#define SHOAL_ODE_ABI_BASE 3
+#define SHOAL_ODE_ABI_BASE 4
 #define SHOAL_ODE_ABI_VERSION \
   (static_cast<int32_t>(SHOAL_ODE_ABI_BASE << 24) | ::shoal::ode::solve_options_layout())
 
@@ -21,7 +22,10 @@ extern "C" {
 
 // Layouts (row-major, T = float or double as the library was compiled for):
 //   y0       (n_traj, n_vars)
-//   params   (n_traj, n_params)
+//   params   (n_traj, n_params - n_shared): each trajectory's own parameters
+//   shared   (n_traj / shared_group, n_shared): the model's shared parameters (the trailing
+//            n_shared of its p, model_traits.hpp); trajectory m uses row m / shared_group, so
+//            one row serves a whole ensemble and a vmapped solve has one per batch element
 //   weights  (n_traj, n_vars), or null for all ones
 //   t_span   (n_traj / t_span_group, n_save): trajectory m uses row m / t_span_group
 //   ys       (n_traj, n_save, n_vars)
@@ -29,8 +33,10 @@ extern "C" {
 typedef struct ShoalEnsembleArgs {
   int64_t n_traj;
   int64_t t_span_group;
+  int64_t shared_group;
   const void* y0;
   const void* params;
+  const void* shared;
   const void* t_span;
   const void* weights;
   void* ys;
@@ -40,6 +46,7 @@ typedef struct ShoalEnsembleArgs {
   ShoalSolveOptions options;
   int32_t n_vars;
   int32_t n_params;
+  int32_t n_shared;
   int32_t n_save;
 } ShoalEnsembleArgs;
 
@@ -53,13 +60,25 @@ template <template <class, class> class Stepper, class Model, class T>
 SHOAL_HD void solve_one(const ShoalEnsembleArgs& a, const IntegrateOptions<T>& opt, int64_t m) {
   constexpr int n = Model::n_vars;
   constexpr int np = Model::n_params;
+  constexpr int n_shared = n_shared_params<Model>();
+  constexpr int n_own = np - n_shared;
   const T* y0 = static_cast<const T*>(a.y0) + m * n;
-  const T* p = static_cast<const T*>(a.params) + m * np;
+  const T* own = static_cast<const T*>(a.params) + m * n_own;
   const T* t_span = static_cast<const T*>(a.t_span) + (m / a.t_span_group) * a.n_save;
   const T* w = a.weights ? static_cast<const T*>(a.weights) + m * n : nullptr;
   T* out = static_cast<T*>(a.ys) + m * a.n_save * n;
   IntegrateStats stats;
-  a.status[m] = integrate<Stepper, Model, T>(y0, p, t_span, a.n_save, w, opt, out, &stats);
+  if constexpr (n_shared == 0) {
+    a.status[m] = integrate<Stepper, Model, T>(y0, own, t_span, a.n_save, w, opt, out, &stats);
+  } else {
+    // The model reads one contiguous p: its own parameters, then the shared ones (copied once
+    // per trajectory, not per step).
+    T p[np];
+    const T* shared = static_cast<const T*>(a.shared) + (m / a.shared_group) * n_shared;
+    for (int i = 0; i < n_own; ++i) p[i] = own[i];
+    for (int i = 0; i < n_shared; ++i) p[n_own + i] = shared[i];
+    a.status[m] = integrate<Stepper, Model, T>(y0, p, t_span, a.n_save, w, opt, out, &stats);
+  }
   a.accepted[m] = stats.accepted;
   a.rejected[m] = stats.rejected;
 }

@@ -17,20 +17,25 @@
 namespace shoal {
 namespace ode {
 
-// Buffers in ShoalEnsembleArgs' layouts (ensemble.hpp); one t_span row shared by every
-// trajectory, all error weights one.
+// Buffers in ShoalEnsembleArgs' layouts (ensemble.hpp); one t_span row and one row of shared
+// parameters (for a model with n_shared, model_traits.hpp) serve every trajectory, all error
+// weights one.
 template <class Model, class T>
 ShoalEnsembleArgs ensemble_args(int64_t n_traj, int n_save, const T* y0, const T* params,
                                 const T* t_span, T* ys, int32_t* accepted, int32_t* rejected,
-                                int32_t* status, const ShoalSolveOptions& options = {}) {
+                                int32_t* status, const ShoalSolveOptions& options = {},
+                                const T* shared = nullptr) {
   ShoalEnsembleArgs a{};
   a.n_traj = n_traj;
   a.t_span_group = n_traj > 0 ? n_traj : 1;
+  a.shared_group = a.t_span_group;
   a.n_vars = Model::n_vars;
   a.n_params = Model::n_params;
+  a.n_shared = n_shared_params<Model>();
   a.n_save = n_save;
   a.y0 = y0;
   a.params = params;
+  a.shared = shared;
   a.t_span = t_span;
   a.weights = nullptr;
   a.ys = ys;

@@ -1,7 +1,8 @@
 // Continuous forward sensitivities: the joint system [y, S] as a model of its own.
 //
 // S = ∂y/∂θ for θ the differentiated inputs: the n entries of y0 (columns starting from I) and/or
-// the n_params parameters (columns starting from 0). Differentiating y' = f(y, t, p) gives
+// the parameters p[ParamBegin..ParamEnd) (columns starting from 0) — all of them, a model's own
+// ones or its shared ones (model_traits.hpp), so a table nobody differentiates costs no column. Differentiating y' = f(y, t, p) gives
 //   S_k' = J_y S_k + J_p e_k        (e_k only for a parameter column),
 // which is the directional derivative D f(y, t, p)[S_k, 0, e_k]: one vector-mode dual sweep with a
 // direction per column yields f and every S_k' together, without forming J_y or J_p.
@@ -15,17 +16,21 @@
 
 #include "shoal/ad/dual.hpp"
 #include "shoal/config.hpp"
+#include "shoal/ode/model_traits.hpp"
 
 namespace shoal {
 namespace ode {
 
-template <class Base, bool WithY0, bool WithParams>
+template <class Base, bool WithY0, int ParamBegin, int ParamEnd>
 struct Sensitivity {
+  static_assert(0 <= ParamBegin && ParamBegin <= ParamEnd && ParamEnd <= Base::n_params,
+                "the differentiated parameters must be a range of the model's");
   using BaseModel = Base;
   static constexpr int n_base = Base::n_vars;
   static constexpr int n_params = Base::n_params;
+  static constexpr int n_shared = n_shared_params<Base>();
   static constexpr int n_y0_cols = WithY0 ? n_base : 0;
-  static constexpr int n_param_cols = WithParams ? n_params : 0;
+  static constexpr int n_param_cols = ParamEnd - ParamBegin;
   static constexpr int n_sens = n_y0_cols + n_param_cols;
   static constexpr int n_vars = n_base * (1 + n_sens);
   static_assert(n_sens > 0, "a sensitivity model needs at least one column");
@@ -40,7 +45,7 @@ struct Sensitivity {
     }
     for (int j = 0; j < n_params; ++j) {
       pd[j] = D(p[j]);
-      if (WithParams) pd[j].d[n_y0_cols + j] = V(1);
+      if (ParamBegin <= j && j < ParamEnd) pd[j].d[n_y0_cols + j - ParamBegin] = V(1);
     }
   }
 

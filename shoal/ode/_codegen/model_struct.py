@@ -5,13 +5,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import jax
 import numpy as np
 
 from shoal.ode._codegen.emitter import Emitter, live
-from shoal.ode._codegen.tracing import trace
+from shoal.ode._codegen.tracing import ModelTraceError, trace
 from shoal.ode._codegen.values import Sym, const_sym
 from shoal.ode._codegen.walker import Walker
 from shoal.ode._constant_tables import host_and_device_tables, table_namespace_alias
+from shoal.ode._params import ParamLayout
 
 # Constant tables are in namespace shoal_generated; their initialiser macros carry this prefix.
 _TABLE_MACRO_PREFIX = "SHOAL_GENERATED_"
@@ -19,23 +21,52 @@ _TABLE_MACRO_PREFIX = "SHOAL_GENERATED_"
 
 @dataclass(frozen=True)
 class GeneratedModel:
-    """C++ source of a model struct named ``Model`` plus its sizes."""
+    """C++ source of a model struct named ``Model`` plus its sizes: it reads ``n_params``
+    parameters, of which the trailing ``n_shared`` are shared by the ensemble."""
 
     source: str
     n_vars: int
     n_params: int
     dtype: np.dtype
+    n_shared: int = 0
+
+    @property
+    def n_own(self) -> int:
+        return self.n_params - self.n_shared
 
 
-def generate_model(f, n_vars: int, n_params: int, dtype) -> GeneratedModel:
-    """Trace ``f`` and print it as a C++ ``struct Model``."""
-    closed = trace(f, n_vars, n_params, dtype)
+def generate_model(f, n_vars: int, params: int | ParamLayout, dtype) -> GeneratedModel:
+    """Trace ``f`` and print it as a C++ ``struct Model`` (f may not close over tracers)."""
+    model, closure = generate(f, n_vars, params, dtype)
+    if closure:
+        raise ModelTraceError("f closes over traced values; use generate() to receive them")
+    return model
+
+
+def generate(f, n_vars: int, params: int | ParamLayout, dtype) -> tuple[GeneratedModel, list]:
+    """Trace ``f`` and print it as a C++ ``struct Model``; also return the traced arrays f
+    closes over (under an outer jit/grad/vmap), which the model reads as trailing shared
+    parameters after the layout's own: pass them, flattened, after the shared leaves."""
+    dtype = np.dtype(dtype)
+    layout = params if isinstance(params, ParamLayout) else ParamLayout.flat(params, dtype)
+    closed = trace(f, n_vars, layout, dtype)
+    closure = [c for c in closed.consts if isinstance(c, jax.core.Tracer)]
+    n_params = layout.n_params + sum(int(np.prod(c.shape)) for c in closure)
+    n_shared = n_params - layout.n_own
     em = Emitter()
     y = Sym(np.array([f"y[{i}]" for i in range(n_vars)], dtype=object), dtype)
     t = Sym(np.array("t", dtype=object), dtype)
-    p = Sym(np.array([f"p[{i}]" for i in range(n_params)], dtype=object).reshape(n_params), dtype)
-    em.floats.update(["t", *y.elems.flat, *p.elems.flat])
-    consts = [const_sym(np.asarray(c)) for c in closed.consts]
+    p_names = np.array([f"p[{i}]" for i in range(n_params)], dtype=object)
+    p = Sym(p_names[: layout.n_params].reshape(layout.n_params), dtype)
+    em.floats.update(["t", *y.elems.flat, *p_names])
+    consts, offset = [], layout.n_params
+    for c in closed.consts:
+        if isinstance(c, jax.core.Tracer):
+            size = int(np.prod(c.shape))
+            consts.append(Sym(p_names[offset:offset + size].reshape(c.shape), dtype))
+            offset += size
+        else:
+            consts.append(const_sym(np.asarray(c)))
     (out,) = Walker(em).run(closed.jaxpr, consts, [y, t, p])
     outputs = [f"dy[{i}] = {em.render(e, out.dtype)};" for i, e in enumerate(out.elems.flat)]
     body = [*live(em.lines, outputs), *outputs]
@@ -60,6 +91,7 @@ def generate_model(f, n_vars: int, n_params: int, dtype) -> GeneratedModel:
             "struct Model {",
             f"  static constexpr int n_vars = {n_vars};",
             f"  static constexpr int n_params = {n_params};",
+            *([f"  static constexpr int n_shared = {n_shared};"] if n_shared else []),
             "  template <class T>",
             "  SHOAL_HD static void rhs(const T* y, const T& t, const T* p, T* dy) {",
             "    SHOAL_MATH_USING;",
@@ -72,4 +104,5 @@ def generate_model(f, n_vars: int, n_params: int, dtype) -> GeneratedModel:
             "",
         ]
     )
-    return GeneratedModel(source=source, n_vars=n_vars, n_params=n_params, dtype=np.dtype(dtype))
+    return (GeneratedModel(source=source, n_vars=n_vars, n_params=n_params, dtype=dtype,
+                           n_shared=n_shared), closure)

@@ -8,6 +8,8 @@ import jax.extend.core as jex_core
 import jax.numpy as jnp
 import numpy as np
 
+from shoal.ode._params import ParamLayout
+
 # Primitives that only wrap a jaxpr: their body is translated in place.
 CALL_LIKE = {
     "jit",
@@ -28,11 +30,12 @@ class ModelTraceError(ValueError):
     """``f`` does not have the signature or output a model needs."""
 
 
-def _wrap_output(f):
-    """Let f return an array or a tuple/list of scalars (stacked into one array)."""
+def _wrap(f, layout: ParamLayout):
+    """f on the flat parameter vector, returning one array (a tuple/list of scalars is
+    stacked)."""
 
     def wrapped(y, t, p):
-        out = f(y, t, p)
+        out = f(y, t, layout.unflatten(p))
         if isinstance(out, (tuple, list)):
             out = jnp.stack([jnp.asarray(o) for o in out])
         return out
@@ -40,15 +43,21 @@ def _wrap_output(f):
     return wrapped
 
 
-def trace(f, n_vars: int, n_params: int, dtype):
-    """Trace f on one trajectory's shapes; checks its output's shape and dtype."""
+def trace(f, n_vars: int, params: int | ParamLayout, dtype):
+    """Trace f on one trajectory's shapes; checks its output's shape and dtype.
+
+    ``params`` is the parameters' layout (an int: a flat vector of that many). Arrays that f
+    closes over while an outer jit/grad/vmap traces them stay tracers among the consts: the
+    model reads them as shared parameters (see ``model_struct``).
+    """
     dtype = np.dtype(dtype)
+    layout = params if isinstance(params, ParamLayout) else ParamLayout.flat(params, dtype)
     specs = (
         jax.ShapeDtypeStruct((n_vars,), dtype),
         jax.ShapeDtypeStruct((), dtype),
-        jax.ShapeDtypeStruct((n_params,), dtype),
+        jax.ShapeDtypeStruct((layout.n_params,), dtype),
     )
-    closed = jax.make_jaxpr(_wrap_output(f))(*specs)
+    closed = jax.make_jaxpr(_wrap(f, layout))(*specs)
     outs = closed.out_avals
     if len(outs) != 1:
         raise ModelTraceError(
@@ -65,10 +74,11 @@ def trace(f, n_vars: int, n_params: int, dtype):
             f"{np.dtype(out.dtype).name}"
         )
     for c in closed.consts:
-        if isinstance(c, jax.core.Tracer):
+        if isinstance(c, jax.core.Tracer) and not jnp.issubdtype(c.dtype, jnp.floating):
             raise ModelTraceError(
-                "f closes over a traced value (an array that is being "
-                "transformed by jit/vmap/grad); pass it through params instead"
+                f"f closes over a traced {c.dtype} array (one that jit/vmap/grad is "
+                "transforming); only floating arrays can become inputs this way: pass it "
+                "through params instead"
             )
     return closed
 

@@ -1,0 +1,188 @@
+"""Parameter pytrees: which leaves each trajectory owns, which the ensemble shares, and the one
+flat parameter vector the compiled model reads.
+
+``params`` may be any pytree (dict, tuple, NamedTuple, dataclass, a registered class such as a
+spline). The compiled model reads ``p = [own leaves..., shared leaves..., closure values...]``:
+its own leaves travel as rows ``(N, n_own)``, its shared ones once per call (the trailing
+``n_shared`` of ``p``, ``shoal/ode/model_traits.hpp``). ``f`` receives the user's structure back:
+:meth:`ParamLayout.unflatten` slices and reshapes ``p`` while ``f`` is traced, which the code
+generator turns into plain reads of ``p[k]`` (no code at run time).
+
+Which leaves are per-trajectory: a leaf whose leading axis has the ensemble's length N
+(``y0``'s rows) is one row per trajectory, any other leaf is shared. ``params_axes`` (a pytree
+prefix of ``params`` of ``0`` or ``None``, like :func:`jax.vmap`'s ``in_axes``) says it
+explicitly, e.g. for a shared table that happens to have N entries. A bare array keeps its
+meaning from before pytrees: ``(n_params,)`` for all trajectories, ``(N, n_params)`` one row each.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+@dataclass(frozen=True)
+class LeafSlot:
+    """One leaf: the shape and dtype ``f`` sees, where it lives, and its offset there."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    per_trajectory: bool
+    offset: int
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+
+@dataclass(frozen=True)
+class ParamLayout:
+    """Where every leaf of a parameter pytree lives in the model's flat ``p`` (hashable: it keys
+    the trace cache, so two calls with the same structure and shapes share one model)."""
+
+    treedef: jax.tree_util.PyTreeDef
+    slots: tuple[LeafSlot, ...]
+    n_own: int
+    n_shared: int
+
+    @classmethod
+    def flat(cls, n_params: int, dtype) -> ParamLayout:
+        """The layout of a bare array ``(n_params,)`` owned by each trajectory."""
+        treedef = jax.tree_util.tree_structure(0)
+        return cls(treedef, (LeafSlot((n_params,), np.dtype(dtype), True, 0),), n_params, 0)
+
+    @property
+    def n_params(self) -> int:
+        return self.n_own + self.n_shared
+
+    def unflatten(self, p):
+        """The pytree ``f`` receives, read from the flat vector ``p`` (own, then shared)."""
+        leaves = []
+        for slot in self.slots:
+            start = slot.offset + (0 if slot.per_trajectory else self.n_own)
+            leaf = p[start:start + slot.size].reshape(slot.shape)
+            leaves.append(leaf if leaf.dtype == slot.dtype else leaf.astype(slot.dtype))
+        return jax.tree_util.tree_unflatten(self.treedef, leaves)
+
+
+@dataclass(frozen=True)
+class SplitParams:
+    """A call's parameters: the layout, own rows ``(N|1, n_own)``, shared ``(n_shared,)``, and
+    the ensemble size the per-trajectory leaves imply (1 when they imply none)."""
+
+    layout: ParamLayout
+    own: jax.Array
+    shared: jax.Array
+    n_traj: int
+
+
+def _float_leaf(path: str, leaf, dtype):
+    try:
+        arr = jnp.asarray(leaf)
+    except TypeError as err:
+        raise TypeError(f"params{path} must be an array of numbers: {err}") from err
+    if jnp.issubdtype(arr.dtype, jnp.complexfloating):
+        raise TypeError(f"params{path} must be real; got dtype {arr.dtype}")
+    return arr
+
+
+def _axes_per_leaf(params, params_axes) -> list:
+    """params_axes (a prefix of params: 0 or None per subtree) broadcast to one entry per leaf."""
+    def expand(axis, subtree):
+        if axis not in (0, None):
+            raise ValueError(f"params_axes entries must be 0 (per trajectory) or None (shared); "
+                             f"got {axis!r}")
+        return [axis] * len(jax.tree_util.tree_leaves(subtree))
+    try:
+        per_subtree = jax.tree_util.tree_map(expand, params_axes, params,
+                                             is_leaf=lambda x: x is None)
+    except ValueError as err:
+        if "params_axes entries" in str(err):
+            raise
+        raise ValueError(f"params_axes must be a prefix of params' structure: {err}") from None
+    return [a for group in jax.tree_util.tree_leaves(per_subtree, is_leaf=lambda x:
+                                                     isinstance(x, list)) for a in group]
+
+
+def split(params, params_axes, n_y0: int | None, dtype) -> SplitParams:
+    """Sort ``params``' leaves into own and shared (see the module docstring).
+
+    n_y0 is y0's number of rows, or None for a single state ``(n,)``.
+    """
+    dtype = np.dtype(dtype)
+    if params is None:
+        params = jnp.zeros((0,), dtype)
+    bare = isinstance(params, (jax.Array, np.ndarray)) or _numbers(params)
+    if bare and params_axes is None:
+        return _split_bare(_float_leaf("", params, dtype), dtype)
+
+    paths_leaves, treedef = jax.tree_util.tree_flatten_with_path(params)
+    paths = [jax.tree_util.keystr(path) for path, _ in paths_leaves]
+    leaves = [_float_leaf(path, leaf, dtype) for path, (_, leaf) in zip(paths, paths_leaves,
+                                                                       strict=True)]
+    if params_axes is None:
+        axes = [0 if n_y0 is not None and leaf.ndim >= 1 and leaf.shape[0] == n_y0 else None
+                for leaf in leaves]
+    else:
+        axes = _axes_per_leaf(params, params_axes)
+    n_traj = _ensemble_size(paths, leaves, axes, n_y0)
+
+    slots, own, shared = [], [], []
+    n_own = n_shared = 0
+    for path, leaf, axis in zip(paths, leaves, axes, strict=True):
+        if axis == 0:
+            if leaf.ndim == 0:
+                raise ValueError(f"params{path} is a scalar; a per-trajectory leaf needs a "
+                                 "leading axis of length N")
+            row_shape = tuple(leaf.shape[1:])
+            slots.append(LeafSlot(row_shape, np.dtype(leaf.dtype), True, n_own))
+            own.append(leaf.reshape(leaf.shape[0], -1).astype(dtype))
+            n_own += math.prod(row_shape)
+        else:
+            slots.append(LeafSlot(tuple(leaf.shape), np.dtype(leaf.dtype), False, n_shared))
+            shared.append(leaf.reshape(-1).astype(dtype))
+            n_shared += leaf.size
+    rows = n_traj if any(a == 0 for a in axes) else 1
+    own_rows = [jnp.broadcast_to(o, (rows, o.shape[1])) for o in own]
+    own_arr = jnp.concatenate(own_rows, axis=1) if own_rows else jnp.zeros((1, 0), dtype)
+    shared_arr = jnp.concatenate(shared) if shared else jnp.zeros((0,), dtype)
+    layout = ParamLayout(treedef, tuple(slots), n_own, n_shared)
+    return SplitParams(layout, own_arr, shared_arr, n_traj)
+
+
+def _numbers(x) -> bool:
+    """A number, or a plain list/tuple of numbers (nested): an array written in Python, as
+    before pytrees (a NamedTuple or a list holding arrays is a pytree)."""
+    if type(x) in (list, tuple):
+        return all(_numbers(e) for e in x)
+    return isinstance(x, (int, float, bool, np.number, np.bool_))
+
+
+def _split_bare(arr, dtype) -> SplitParams:
+    if not jnp.issubdtype(arr.dtype, jnp.floating):
+        arr = arr.astype(dtype)
+    arr = arr.astype(dtype)
+    if arr.ndim not in (1, 2):
+        raise ValueError(f"params must have shape (n_params,) or (N, n_params), or be a pytree; "
+                         f"got an array of shape {arr.shape}")
+    rows = arr.reshape(-1 if arr.ndim == 2 else 1, arr.shape[-1])
+    layout = ParamLayout.flat(arr.shape[-1], dtype)
+    return SplitParams(layout, rows, jnp.zeros((0,), dtype), rows.shape[0])
+
+
+def _ensemble_size(paths, leaves, axes, n_y0) -> int:
+    """N as the per-trajectory leaves give it (each N or 1), checked against y0's rows."""
+    sizes = {path: leaf.shape[0] for path, leaf, axis in zip(paths, leaves, axes, strict=True)
+             if axis == 0 and leaf.ndim >= 1}
+    candidates = {s for s in sizes.values() if s != 1}
+    if n_y0 is not None and n_y0 != 1:
+        candidates.add(n_y0)
+    if len(candidates) > 1:
+        shown = ", ".join(f"params{p}: {s}" for p, s in sizes.items())
+        raise ValueError(f"per-trajectory params leaves and y0 disagree on the ensemble size "
+                         f"(y0: {n_y0} rows; {shown}); each must be N or 1")
+    return candidates.pop() if candidates else 1

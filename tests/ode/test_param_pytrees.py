@@ -1,0 +1,263 @@
+"""Parameter pytrees: structure, per-trajectory and shared leaves, run-time tables, gradients
+with respect to any leaf, and closures over traced values."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.integrate import solve_ivp
+
+from shoal.ode import _model, solve
+
+jax.config.update("jax_enable_x64", True)
+
+N = 4
+GRID = np.linspace(0.0, 2.0, 11)
+TABLE = np.sin(GRID)
+TS = jnp.linspace(0.0, 2.0, 5)
+RATES = np.linspace(0.5, 2.0, N)
+TIGHT = dict(rtol=1e-10, atol=1e-12)
+
+
+def forced_decay(y, t, p):
+    """y' = -k y + table(t), the table interpolated on a grid: both given as leaves."""
+    return -p["k"] * y + jnp.interp(t, p["grid"], p["table"])
+
+
+def table_params(table=TABLE):
+    return {"k": jnp.asarray(RATES), "grid": jnp.asarray(GRID), "table": jnp.asarray(table)}
+
+
+def exact_table_gradient(k: float) -> tuple[float, np.ndarray, float]:
+    """y(2), d y(2) / d table and d y(2) / d k for y(0) = 1, by SciPy on each grid interval
+    (the forcing has kinks at the knots, so one interval at a time is smooth)."""
+    hats = np.eye(GRID.size)
+
+    def rhs(t, z):
+        y, s_table, s_k = z[0], z[1:-1], z[-1]
+        forcing = [np.interp(t, GRID, h) for h in hats]
+        return np.concatenate([[-k * y + np.interp(t, GRID, TABLE)], -k * s_table + forcing,
+                               [-k * s_k - y]])
+
+    z = np.concatenate([[1.0], np.zeros(GRID.size + 1)])
+    for a, b in zip(GRID[:-1], GRID[1:], strict=True):
+        z = solve_ivp(rhs, (a, b), z, method="DOP853", rtol=1e-13, atol=1e-15).y[:, -1]
+    return z[0], z[1:-1], z[-1]
+
+
+def test_dict_params_equal_the_flattened_solve_bit_for_bit():
+    y0 = jnp.ones((N, 1))
+    got = solve(forced_decay, y0, TS, table_params(), **TIGHT)
+
+    def flat(y, t, p):  # the same model with a bare (N, 1) array and the table compiled in
+        return -p * y + jnp.interp(t, jnp.asarray(GRID), jnp.asarray(TABLE))
+
+    want = solve(flat, y0, TS, jnp.asarray(RATES)[:, None], **TIGHT)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+class Decay(NamedTuple):
+    rate: jax.Array
+    offset: jax.Array
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass
+class Forcing:
+    amplitude: jax.Array
+    frequency: jax.Array
+
+
+@jax.tree_util.register_pytree_node_class
+class PiecewiseLinear:
+    """A user's table class, registered as a pytree: knots and values are its leaves."""
+
+    def __init__(self, knots, values):
+        self.knots, self.values = knots, values
+
+    def __call__(self, x):
+        return jnp.interp(x, self.knots, self.values)
+
+    def tree_flatten(self):
+        return (self.knots, self.values), None
+
+    @classmethod
+    def tree_unflatten(cls, aux, leaves):
+        return cls(*leaves)
+
+
+def test_f_receives_the_structure_it_was_given():
+    seen = {}
+
+    def f(y, t, p):
+        decay, (forcing, table), count = p
+        seen.update(decay=type(decay), forcing=type(forcing), table=type(table),
+                    rate=decay.rate.shape, count=(count.shape, count.dtype))
+        return (-decay.rate * y + decay.offset
+                + forcing.amplitude * jnp.sin(forcing.frequency * t) + table(t) * count)
+
+    params = (Decay(jnp.asarray(RATES), jnp.full((N,), 0.1)),
+              (Forcing(jnp.asarray(0.3), jnp.asarray(2.0)),
+               PiecewiseLinear(jnp.asarray(GRID), jnp.asarray(TABLE))),
+              jnp.arange(N, dtype=jnp.int32))
+    got = solve(f, jnp.ones((N, 1)), TS, params, **TIGHT)
+    assert seen == dict(decay=Decay, forcing=Forcing, table=PiecewiseLinear, rate=(),
+                        count=((), jnp.int32))
+
+    def by_hand(t, y, k, c, count):
+        return -k * y + c + 0.3 * np.sin(2.0 * t) + np.interp(t, GRID, TABLE) * count
+
+    for m in range(N):
+        ref = solve_ivp(by_hand, (0.0, 2.0), [1.0], t_eval=np.asarray(TS), method="DOP853",
+                        rtol=1e-12, atol=1e-14, args=(RATES[m], 0.1, m), max_step=0.01).y.T
+        np.testing.assert_allclose(np.asarray(got[m]), ref, rtol=1e-7, atol=1e-9)
+
+
+def test_leading_axis_n_is_per_trajectory_and_params_axes_overrides_it():
+    # A shared table of exactly N entries: inferred per-trajectory (one entry each) unless
+    # params_axes marks it shared.
+    y0 = jnp.ones((N, 1))
+    table = jnp.linspace(1.0, 2.0, N)
+
+    def f(y, t, p):
+        return -jnp.sum(p["w"]) * y
+
+    per_traj = solve(f, y0, TS, {"w": table})
+    shared = solve(f, y0, TS, {"w": table}, params_axes={"w": None})
+    t = np.asarray(TS)
+    np.testing.assert_allclose(np.asarray(per_traj[:, :, 0]),
+                               np.exp(-np.outer(np.asarray(table), t)), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(shared[:, :, 0]),
+                               np.tile(np.exp(-float(table.sum()) * t), (N, 1)), rtol=1e-6)
+    # A single y0 with per-trajectory leaves named by params_axes: N comes from the leaves.
+    single = solve(f, jnp.ones(1), TS, {"w": table}, params_axes=0)
+    np.testing.assert_array_equal(np.asarray(single), np.asarray(per_traj))
+
+
+def test_bad_parameter_pytrees_are_named():
+    y0 = jnp.ones((N, 1))
+    with pytest.raises(ValueError, match="params_axes entries must be 0"):
+        solve(forced_decay, y0, TS, table_params(), params_axes={"k": 1, "grid": None,
+                                                               "table": None})
+    with pytest.raises(ValueError, match="prefix"):
+        solve(forced_decay, y0, TS, table_params(), params_axes={"k": 0})
+    with pytest.raises(ValueError, match=r"params\['table'\]: 11"):
+        solve(forced_decay, y0, TS, table_params(), params_axes={"k": 0, "grid": None,
+                                                               "table": 0})
+    with pytest.raises(ValueError, match="scalar"):
+        solve(lambda y, t, p: -p * y, y0, TS, {"k": 1.0}, params_axes=0)
+    with pytest.raises(TypeError, match=r"params\['k'\] must be real"):
+        solve(forced_decay, y0, TS, dict(table_params(), k=jnp.ones(N) * 1j))
+
+
+def test_new_table_values_never_retrace():
+    traces = []
+
+    def f(y, t, p):
+        traces.append(1)
+        return forced_decay(y, t, p)
+
+    y0 = jnp.ones((N, 1))
+    a = solve(f, y0, TS, table_params())
+    b = solve(f, y0, TS, table_params(2.0 * TABLE))
+    assert len(traces) == 1
+    # Linear in the forcing: y(t) - y_homogeneous doubles with the table.
+    hom = solve(f, y0, TS, table_params(0.0 * TABLE))
+    np.testing.assert_allclose(np.asarray(b - hom), 2.0 * np.asarray(a - hom), rtol=1e-6,
+                               atol=1e-12)
+
+
+@pytest.mark.parametrize("method", ["tsit5", "rodas5p"])
+def test_gradient_with_respect_to_a_shared_table(method):
+    k = 1.3  # y0 is one state: every leaf is shared
+
+    def y_end(table):
+        params = {"k": jnp.asarray(k), "grid": jnp.asarray(GRID), "table": table}
+        return solve(forced_decay, jnp.ones(1), jnp.array([0.0, 2.0]), params, method=method,
+                     **TIGHT)[0, -1, 0]
+
+    value, ref, _ = exact_table_gradient(k)
+    np.testing.assert_allclose(float(y_end(jnp.asarray(TABLE))), value, rtol=1e-8)
+    np.testing.assert_allclose(np.asarray(jax.grad(y_end)(jnp.asarray(TABLE))), ref,
+                               rtol=1e-7, atol=1e-10)
+
+
+def test_gradients_with_respect_to_own_and_shared_leaves_together():
+    y0 = jnp.ones((N, 1))
+
+    def loss(params):
+        return solve(forced_decay, y0, TS, params, **TIGHT)[:, -1, 0].sum()
+
+    grads = jax.grad(loss)(table_params())
+    exact = [exact_table_gradient(k) for k in RATES]
+    # The shared table's cotangent sums the ensemble; the rates' is one per trajectory.
+    np.testing.assert_allclose(np.asarray(grads["table"]), sum(e[1] for e in exact), rtol=1e-7,
+                               atol=1e-10)
+    np.testing.assert_allclose(np.asarray(grads["k"]), [e[2] for e in exact], rtol=1e-7)
+    np.testing.assert_array_equal(np.asarray(grads["grid"]).shape, GRID.shape)
+
+
+def test_jacfwd_with_respect_to_a_scalar_that_builds_the_table():
+    def y_end(amplitude):
+        params = {"k": jnp.asarray(1.3), "grid": jnp.asarray(GRID),
+                  "table": amplitude * jnp.asarray(TABLE)}
+        return solve(forced_decay, jnp.ones(1), jnp.array([0.0, 2.0]), params,
+                     **TIGHT)[0, -1, 0]
+
+    _, ref, _ = exact_table_gradient(1.3)
+    np.testing.assert_allclose(float(jax.jacfwd(y_end)(1.0)), ref @ TABLE, rtol=1e-7)
+    np.testing.assert_allclose(float(jax.grad(y_end)(1.0)), ref @ TABLE, rtol=1e-7)
+
+
+def test_closed_over_traced_tables_are_inputs():
+    grid = jnp.asarray(GRID)
+
+    def loss(amplitude):
+        table = amplitude * jnp.sin(grid)  # traced under grad/jit/vmap
+        f = lambda y, t, p: -p * y + jnp.interp(t, grid, table)  # noqa: E731
+        return solve(f, jnp.ones((N, 1)), TS, jnp.asarray(RATES)[:, None], **TIGHT)[:, -1].sum()
+
+    def loss_params(amplitude):
+        params = dict(table_params(amplitude * jnp.sin(grid)))
+        return solve(forced_decay, jnp.ones((N, 1)), TS, params, **TIGHT)[:, -1].sum()
+
+    np.testing.assert_array_equal(float(jax.jit(loss)(1.5)), float(loss_params(1.5)))
+    g = jax.grad(loss)(1.5)
+    np.testing.assert_allclose(float(g), float(jax.grad(loss_params)(1.5)), rtol=1e-12)
+    np.testing.assert_allclose(float(jax.jit(jax.grad(loss))(1.5)), float(g), rtol=1e-12)
+    amplitudes = jnp.array([0.5, 1.0, 2.0])
+    np.testing.assert_allclose(np.asarray(jax.vmap(loss)(amplitudes)),
+                               [float(loss(a)) for a in amplitudes], rtol=1e-12)
+
+
+def test_vmap_over_a_shared_leaf():
+    def y_end(table):
+        return solve(forced_decay, jnp.ones((N, 1)), TS, table_params(table), **TIGHT)[:, -1, 0]
+
+    tables = jnp.stack([jnp.asarray(TABLE) * s for s in (0.5, 1.0, 3.0)])
+    np.testing.assert_allclose(np.asarray(jax.vmap(y_end)(tables)),
+                               np.stack([np.asarray(y_end(t)) for t in tables]), rtol=1e-12)
+
+
+def test_closure_traces_are_not_cached():
+    # A model that read traced closure values is regenerated per call, never kept with stale
+    # tracers; one without them is traced once.
+    grid = jnp.asarray(GRID)
+    f_plain = lambda y, t, p: -p * y  # noqa: E731
+    solve(f_plain, jnp.ones(1), TS, jnp.ones(1))
+    solve(f_plain, jnp.ones(1), TS, jnp.ones(1))
+    assert len(_model._traced[f_plain]) == 1
+
+    def run(amplitude):
+        table = amplitude * jnp.sin(grid)
+        f = lambda y, t, p: -p * y + jnp.interp(t, grid, table)  # noqa: E731
+        out = solve(f, jnp.ones(1), TS, jnp.ones(1))
+        assert not _model._traced.get(f)
+        return out
+
+    jax.jit(run)(1.0)
