@@ -32,6 +32,7 @@ from jax import lax
 from shoal import _jit
 from shoal.ode import _codegen
 from shoal.ode._codegen import DOT_TABLE_THRESHOLD, ModelTraceError, generate, generate_model
+from shoal.ode._model import detect_pattern
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -98,19 +99,113 @@ def jax_eval(f, y, t, p, dtype) -> np.ndarray:
     return np.asarray(out)
 
 
+# The dual-number Jacobian (Rodas5P's scalar type); the model must also compile for nested duals
+# (sensitivities) and float duals, which are instantiated only.
+_DUAL_HARNESS = """
+#include "shoal/ad/dual.hpp"
+#define SHOAL_TEST_EXPORT extern "C" __attribute__((visibility("default"), used))
+SHOAL_TEST_EXPORT const char shoal_cache_key[] = SHOAL_CACHE_KEY;
+using D = shoal::ad::Dual<double, N_VARS>;
+// J[i * n + j] = d f_i / d y_j, one dual direction per state variable.
+SHOAL_TEST_EXPORT void jacobian(const double* y, double t, const double* p, double* J) {
+  D yd[N_VARS], pd[N_PARAMS + 1], dy[N_VARS];
+  for (int j = 0; j < N_VARS; ++j) yd[j] = shoal::ad::variable<double, N_VARS>(y[j], j);
+  for (int j = 0; j < N_PARAMS; ++j) pd[j] = D(p[j]);
+  shoal_generated::Model::rhs<D>(yd, D(t), pd, dy);
+  for (int i = 0; i < N_VARS; ++i)
+    for (int j = 0; j < N_VARS; ++j) J[i * N_VARS + j] = dy[i].d[j];
+}
+template void shoal_generated::Model::rhs<shoal::ad::Dual<shoal::ad::Dual<double, 1>, 2>>(
+    const shoal::ad::Dual<shoal::ad::Dual<double, 1>, 2>*,
+    const shoal::ad::Dual<shoal::ad::Dual<double, 1>, 2>&,
+    const shoal::ad::Dual<shoal::ad::Dual<double, 1>, 2>*,
+    shoal::ad::Dual<shoal::ad::Dual<double, 1>, 2>*);
+template void shoal_generated::Model::rhs<shoal::ad::Dual<float, 3>>(
+    const shoal::ad::Dual<float, 3>*, const shoal::ad::Dual<float, 3>&,
+    const shoal::ad::Dual<float, 3>*, shoal::ad::Dual<float, 3>*);
+"""
+
+
+@functools.cache
+def dual_jacobian(f, n_vars: int, n_params: int):
+    """``jac(y, t, p) -> (n_vars, n_vars)``: f's generated C++ differentiated by dual numbers."""
+    source = generate_model(f, n_vars, n_params, np.float64).source
+    harness = _DUAL_HARNESS.replace("N_VARS", str(n_vars)).replace("N_PARAMS", str(n_params))
+    lib = ctypes.CDLL(str(_jit.compile_library(source + harness)))
+    ptr = ctypes.POINTER(ctypes.c_double)
+    lib.jacobian.argtypes = [ptr, ctypes.c_double, ptr, ptr]
+
+    def jac(y, t, p):
+        J = np.full(n_vars * n_vars, np.nan)
+        y, p = np.ascontiguousarray(y, np.float64), np.ascontiguousarray(p, np.float64)
+        p_buf = p if p.size else np.zeros(1)
+        lib.jacobian(y.ctypes.data_as(ptr), t, p_buf.ctypes.data_as(ptr), J.ctypes.data_as(ptr))
+        return J.reshape(n_vars, n_vars)
+
+    return jac
+
+
+def assert_close(got, want, *, rtol, floor=0.0, where=""):
+    """got == want to ``rtol`` relative to ``max(|want|, floor)``, NaN where want has NaN."""
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    scale = np.maximum(np.abs(want), floor)
+    with np.errstate(invalid="ignore"):  # inf - inf; equal infinities pass through got == want
+        err = np.abs(got - want)
+    bad = ~((err <= rtol * scale) | (np.isnan(got) & np.isnan(want)) | (got == want))
+    assert not bad.any(), (
+        f"generated C++ differs from JAX at {np.flatnonzero(bad).tolist()} {where}\n"
+        f"  C++: {got!r}\n  JAX: {want!r}\n  rel: {(err / np.where(scale > 0, scale, 1))!r}"
+    )
+
+
+def assert_matches_at(f, n_vars, n_params, dtype, points, *, floor=1.0):
+    """The compiled model equals jitted JAX at every (y, t, p) of ``points``: 1e-13 relative in
+    float64, 1e-6 in float32 (relative to ``max(|value|, floor)``)."""
+    model, reference = CompiledModel(f, n_vars, n_params, dtype), jax.jit(f)
+    rtol = 1e-13 if np.dtype(dtype) == np.float64 else 1e-6
+    for y, t, p in points:
+        want = jax_eval(reference, y, t, p, dtype)
+        assert_close(model(y, t, p), want, rtol=rtol, floor=floor, where=f"at y={y} t={t} p={p}")
+
+
+def jacobians_at(f, n_vars, n_params, points):
+    """(dual-number Jacobian of the C++, jax.jacfwd of f, y, t, p) at each float64 point."""
+    jac, jacfwd = dual_jacobian(f, n_vars, n_params), jax.jit(jax.jacfwd(f))
+    for y, t, p in points:
+        want = np.asarray(jacfwd(jnp.asarray(y), jnp.asarray(t), jnp.asarray(p)))
+        yield jac(y, float(t), p), want, y, t, p
+
+
+def assert_pattern_covers_jacobians(f, n_vars, n_params, points):
+    """The sparsity tracer's pattern holds every nonzero of jax.jacfwd at every point."""
+    pattern, jacfwd = detect_pattern(f, n_vars, n_params, np.float64), jax.jit(jax.jacfwd(f))
+    for y, t, p in points:
+        jac = np.asarray(jacfwd(jnp.asarray(y), jnp.asarray(t), jnp.asarray(p)))
+        assert not np.any((jac != 0) & ~pattern), f"at y={y} t={t} p={p}"
+
+
+def assert_compiles_for_the_device(model):
+    """NVRTC compiles the model into Tsit5's and Rodas5P-with-sensitivities' kernels cleanly."""
+    from shoal import _nvrtc
+    from shoal.ode import _kernel_source
+    from shoal.ode._kernel_source import Variant
+    from shoal.ode._options import Method
+
+    if not _nvrtc.available():
+        pytest.skip("NVRTC not found")  # reported as skipped; tests/cuda/test_nvrtc.py says why
+    for variant in (Variant(Method.TSIT5), Variant(Method.RODAS5P, sens=(False, True))):
+        source = _kernel_source.library_source(model, variant, "cuda")
+        cubin, log = _nvrtc.compile_source(source.replace("SHOAL_CACHE_KEY", '"k"'), "sm_90")
+        assert variant.entry.encode() in cubin
+        assert "warning" not in log.lower(), log
+
+
 def assert_matches(f, n_vars, n_params, dtype, y, t, p, *, rtol, floor=0.0):
     """C++ == JAX to ``rtol`` relative to ``max(|jax|, floor)``, NaN where JAX has NaN."""
     got = CompiledModel(f, n_vars, n_params, dtype)(y, t, p)
     want = jax_eval(f, y, t, p, dtype)
     assert got.dtype == want.dtype == np.dtype(dtype)
-    scale = np.maximum(np.abs(want.astype(np.float64)), floor)
-    with np.errstate(invalid="ignore"):  # inf - inf; equal infinities pass through got == want
-        err = np.abs(got.astype(np.float64) - want.astype(np.float64))
-    bad = ~((err <= rtol * scale) | (np.isnan(got) & np.isnan(want)) | (got == want))
-    assert not bad.any(), (
-        f"generated C++ differs from JAX at {np.flatnonzero(bad).tolist()}\n"
-        f"  C++: {got!r}\n  JAX: {want!r}\n  rel: {(err / np.where(scale > 0, scale, 1))!r}"
-    )
+    assert_close(got, want, rtol=rtol, floor=floor)
 
 
 def primitives_of(closed) -> set[str]:
@@ -805,21 +900,14 @@ def _update_at_param(y, t, p):
 
 @pytest.mark.parametrize(
     "f",
-    [_index_from_state, _gather_from_state, _slice_at_time],
+    [_index_from_state, _gather_from_state, _slice_at_time, _update_at_param],
     ids=lambda f: f.__name__.strip("_"),
 )
-def test_reads_at_indices_from_state_are_translated(f):
-    # test_table_lookups.py has the rest: every mode, constant tables, derivatives
+def test_reads_and_writes_at_indices_from_state_are_translated(f):
+    # test_table_lookups.py and test_scatter.py have the rest: every mode, derivatives
     y = np.array([0.5, -1.0, 2.0, 7.0, -9.0, 1.5])
     for t in (-3.0, 0.0, 2.5, 9.0):
         assert_matches(f, N, NP, np.float64, y, t, np.linspace(-1.0, 1.0, NP), rtol=1e-13)
-
-
-def test_writes_at_indices_from_state_are_rejected():
-    with pytest.raises(NotImplementedError, match="indices") as info:
-        generate_model(_update_at_param, N, NP, np.float64)
-    assert f"test_codegen.py:{_update_at_param.__code__.co_firstlineno + 1}" in str(info.value)
-    assert "jnp.where" in str(info.value)
 
 
 @pytest.mark.parametrize(

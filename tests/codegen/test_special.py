@@ -16,7 +16,7 @@ import jax.scipy.special as jsp
 import numpy as np
 import pytest
 import scipy.special
-from test_codegen import CompiledModel, assert_matches
+from test_codegen import CompiledModel, assert_compiles_for_the_device, assert_matches
 from test_scans import _JACOBIAN_HARNESS
 
 from shoal import _jit
@@ -120,21 +120,8 @@ def test_derivatives_through_rodas5p_match_jax():
 
 
 def test_every_special_function_compiles_for_the_device():
-    from shoal import _nvrtc
-    from shoal.ode import _kernel_source
-    from shoal.ode._kernel_source import Variant
-    from shoal.ode._options import Method
-
-    if not _nvrtc.available():
-        pytest.skip("NVRTC not found")  # reported as skipped; tests/cuda/test_nvrtc.py says why
-
     def f(y, t, p):
         return (jsp.gammaln(2 + y * y) + jsp.digamma(1 + y * y) + jsp.polygamma(2, 1 + y * y)
                 + jsp.erfinv(jnp.tanh(y))) * p[0]
 
-    model = generate_model(f, 3, 1, np.float64)
-    for variant in (Variant(Method.TSIT5), Variant(Method.RODAS5P, sens=(False, True))):
-        source = _kernel_source.library_source(model, variant, "cuda")
-        cubin, log = _nvrtc.compile_source(source.replace("SHOAL_CACHE_KEY", '"k"'), "sm_90")
-        assert variant.entry.encode() in cubin
-        assert "warning" not in log.lower(), log
+    assert_compiles_for_the_device(generate_model(f, 3, 1, np.float64))

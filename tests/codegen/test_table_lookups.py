@@ -9,8 +9,6 @@ against the table's length; and a solve of an interpolated-rate model against Sc
 
 from __future__ import annotations
 
-import ctypes
-import functools
 import re
 
 import jax
@@ -19,9 +17,8 @@ import numpy as np
 import pytest
 from jax import lax
 from jax.scipy.interpolate import RegularGridInterpolator
-from test_codegen import CompiledModel, jax_eval
+from test_codegen import CompiledModel, dual_jacobian, jax_eval
 
-from shoal import _jit
 from shoal.ode import solve
 from shoal.ode._codegen import generate_model
 from shoal.ode._model import detect_pattern
@@ -206,8 +203,7 @@ DIFFERENTIATED = [
 CASES = [
     *DIFFERENTIATED,
     *(_searchsorted(m) for m in ("scan", "scan_unrolled", "sort", "compare_all")),
-    # method='sort' over a symbolic array scatters (not translated yet)
-    *(_searchsorted_symbolic(m) for m in ("scan", "scan_unrolled", "compare_all")),
+    *(_searchsorted_symbolic(m) for m in ("scan", "scan_unrolled", "sort", "compare_all")),
     _gather_vector,
     _lax_gather,
 ]
@@ -240,52 +236,9 @@ def test_lookup_matches_jax(f, dtype):
 
 # -- derivatives: dual numbers, nested duals, the sparsity tracer ---------------------------------
 
-_DUAL_HARNESS = """
-#include "shoal/ad/dual.hpp"
-#define SHOAL_TEST_EXPORT extern "C" __attribute__((visibility("default"), used))
-SHOAL_TEST_EXPORT const char shoal_cache_key[] = SHOAL_CACHE_KEY;
-using D = shoal::ad::Dual<double, N_VARS>;
-// J[i * n + j] = d f_i / d y_j, one dual direction per state variable.
-SHOAL_TEST_EXPORT void jacobian(const double* y, double t, const double* p, double* J) {
-  D yd[N_VARS], pd[N_PARAMS + 1], dy[N_VARS];
-  for (int j = 0; j < N_VARS; ++j) yd[j] = shoal::ad::variable<double, N_VARS>(y[j], j);
-  for (int j = 0; j < N_PARAMS; ++j) pd[j] = D(p[j]);
-  shoal_generated::Model::rhs<D>(yd, D(t), pd, dy);
-  for (int i = 0; i < N_VARS; ++i)
-    for (int j = 0; j < N_VARS; ++j) J[i * N_VARS + j] = dy[i].d[j];
-}
-// Instantiated only: the model must compile for nested and float duals too.
-template void shoal_generated::Model::rhs<shoal::ad::Dual<shoal::ad::Dual<double, 1>, 2>>(
-    const shoal::ad::Dual<shoal::ad::Dual<double, 1>, 2>*,
-    const shoal::ad::Dual<shoal::ad::Dual<double, 1>, 2>&,
-    const shoal::ad::Dual<shoal::ad::Dual<double, 1>, 2>*,
-    shoal::ad::Dual<shoal::ad::Dual<double, 1>, 2>*);
-template void shoal_generated::Model::rhs<shoal::ad::Dual<float, 3>>(
-    const shoal::ad::Dual<float, 3>*, const shoal::ad::Dual<float, 3>&,
-    const shoal::ad::Dual<float, 3>*, shoal::ad::Dual<float, 3>*);
-"""
-
-
-@functools.cache
-def _dual_jacobian(f):
-    source = generate_model(f, N, NP, np.float64).source
-    harness = _DUAL_HARNESS.replace("N_VARS", str(N)).replace("N_PARAMS", str(NP))
-    lib = ctypes.CDLL(str(_jit.compile_library(source + harness)))
-    ptr = ctypes.POINTER(ctypes.c_double)
-    lib.jacobian.argtypes = [ptr, ctypes.c_double, ptr, ptr]
-
-    def jac(y, t, p):
-        J = np.full(N * N, np.nan)
-        y, p = np.ascontiguousarray(y), np.ascontiguousarray(p)
-        lib.jacobian(y.ctypes.data_as(ptr), t, p.ctypes.data_as(ptr), J.ctypes.data_as(ptr))
-        return J.reshape(N, N)
-
-    return jac
-
-
 @pytest.mark.parametrize("f", DIFFERENTIATED, ids=lambda f: f.__name__.strip("_"))
 def test_dual_jacobian_matches_jacfwd(f):
-    jac = _dual_jacobian(f)
+    jac = dual_jacobian(f, N, NP)
     for y, t, p in _points(2, np.float64, count=15):
         got = jac(y, float(t), p)
         want = np.asarray(jax.jacfwd(f)(jnp.asarray(y), jnp.asarray(t), jnp.asarray(p)))
@@ -403,19 +356,3 @@ def test_interpolated_rate_solve_matches_scipy_and_gradient_matches_fd(method):
     np.testing.assert_allclose(grad, fd, rtol=2e-6)
     integral = np.trapezoid(K_VALUES, K_GRID)  # exact for the piecewise-linear rate
     np.testing.assert_allclose(grad, -integral * y0.sum() * np.exp(-0.7 * integral), rtol=1e-8)
-
-
-# -- not yet translated: writes at computed indices ------------------------------------------------
-
-
-def _scatter_at_state(y, t, p):
-    return y.at[_index(y[0])].add(t)
-
-
-def test_writes_at_computed_indices_name_the_primitive_and_the_alternative():
-    with pytest.raises(NotImplementedError, match="'scatter-add'") as info:
-        generate_model(_scatter_at_state, N, NP, np.float64)
-    assert "jnp.where(jnp.arange(x.size) == i, value, x)" in str(info.value)
-    assert f"test_table_lookups.py:{_scatter_at_state.__code__.co_firstlineno + 1}" in str(
-        info.value
-    )

@@ -13,6 +13,10 @@ the rule its primitive maps to in ``rules``:
 - reads at indices computed at run time (gather, dynamic_slice) index a static table when the
   array is constant, else a local array (``indexing``), and ``jnp.searchsorted`` into a constant
   array is one binary search (``sorted_search``), so the source does not grow with a table;
+- writes (scatter, dynamic_update_slice) move elements at constant indices and select over the
+  elements they may land on at run-time ones (``scatters``);
+- small dense linear algebra (LU with run-time pivoting, triangular solves) is unrolled
+  (``linalg``);
 - reductions fold their elements pairwise (``reductions``);
 - large contractions with a constant matrix become loops over a static table so the source stays
   bounded (``contractions``);

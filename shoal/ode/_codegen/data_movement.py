@@ -74,8 +74,6 @@ def move(walker, eqn, ins) -> list[Sym]:
                 raise NotImplementedError(
                     f"'{name}' with indices that depend on the state, time or parameters is"
                     f" not supported (at {walker.where(eqn)}); indices must be constants here"
-                    " (to write at a computed index i, select instead:"
-                    " jnp.where(jnp.arange(x.size) == i, value, x))"
                 )
             bound.append(jnp.asarray(s.const_value()))
     params = dict(eqn.params)

@@ -9,6 +9,24 @@ from shoal.ode._codegen.cpp import literal
 
 # A scalar a statement can read: a local, an element of y/p, t, or an element of a local array.
 _OPERAND = re.compile(r"[A-Za-z_]\w*(?:\[\d+\])?")
+_NAME = re.compile(r"[A-Za-z_]\w*")
+# A declaration whose only effect is its value: `const T v3 = ...;`, `const T local4[2] = {...};`.
+_DECLARATION = re.compile(r"const [\w:<>]+ (\w+)(?:\[\d+\])? = ")
+
+
+def live(lines: list[str], roots: list[str]) -> list[str]:
+    """``lines`` without the declarations that neither ``roots`` nor a kept line reads: a
+    primitive's unused outputs (lu's pivots when a solve uses its permutation, say) would
+    otherwise be compiled, and warned about by NVRTC."""
+    used = {name for root in roots for name in _NAME.findall(root)}
+    kept = []
+    for line in reversed(lines):
+        declared = _DECLARATION.match(line)
+        if declared and declared.group(1) not in used:
+            continue
+        used.update(_NAME.findall(line))
+        kept.append(line)
+    return kept[::-1]
 
 
 class Emitter:

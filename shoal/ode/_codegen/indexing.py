@@ -28,11 +28,6 @@ def gather(walker, eqn, ins) -> list[Sym]:
         return move(walker, eqn, ins)
     p = eqn.params
     dn = p["dimension_numbers"]
-    if dn.operand_batching_dims:
-        raise NotImplementedError(
-            f"'gather' with batching dimensions at run-time indices is not supported (at "
-            f"{walker.where(eqn)}); index each batch member separately, e.g. in a Python loop"
-        )
     mode = p["mode"]
     if mode not in (
         GatherScatterMode.CLIP,
@@ -48,7 +43,8 @@ def gather(walker, eqn, ins) -> list[Sym]:
         fill = _gather_fill(p["fill_value"], eqn.outvars[0].aval.dtype)
     sizes = tuple(p["slice_sizes"])
     rank = len(operand.shape)
-    window_dims = [d for d in range(rank) if d not in dn.collapsed_slice_dims]
+    collapsed = (*dn.collapsed_slice_dims, *dn.operand_batching_dims)
+    window_dims = [d for d in range(rank) if d not in collapsed]
     out_shape = tuple(eqn.outvars[0].aval.shape)
     batch_out = [d for d in range(len(out_shape)) if d not in dn.offset_dims]
     out = np.empty(out_shape, dtype=object)
@@ -56,6 +52,9 @@ def gather(walker, eqn, ins) -> list[Sym]:
         starts = [0] * rank
         for k, d in enumerate(dn.start_index_map):
             starts[d] = (indices.elems[b + (k,)], indices.dtype)
+        # A batched gather (vmap, batched linalg): batch member b reads its own operand slice.
+        for d, i in zip(dn.operand_batching_dims, dn.start_indices_batching_dims, strict=True):
+            starts[d] = (b[i], indices.dtype)
         window = _Window(walker.em, operand, starts, sizes, fill)
         for w in np.ndindex(tuple(sizes[d] for d in window_dims)):
             offset = [0] * rank

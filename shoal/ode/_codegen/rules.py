@@ -14,8 +14,10 @@ from shoal.ode._codegen import (
     data_movement,
     elementwise,
     indexing,
+    linalg,
     reductions,
     scans,
+    scatters,
     sorted_search,
 )
 from shoal.ode._codegen.contractions import dot_general
@@ -68,6 +70,12 @@ RULES: dict[str, Rule] = {
     # at run-time indices; with constant ones they are data movement
     "gather": indexing.gather,
     "dynamic_slice": indexing.dynamic_slice,
+    **dict.fromkeys(scatters.PRIMITIVES, scatters.scatter),
+    "dynamic_update_slice": scatters.dynamic_update_slice,
+    "lu": linalg.lu,
+    "lu_pivots_to_permutation": linalg.lu_pivots_to_permutation,
+    "triangular_solve": linalg.triangular_solve,
+    "custom_linear_solve": _nested(linalg.custom_linear_solve),
     "dot_general": _dot_general,
     "iota": _iota,
     "scan": _nested(control_flow.scan),

@@ -19,12 +19,23 @@ from shoal.ode._codegen.tracing import CALL_LIKE, call_body
 from shoal.ode._codegen.values import const_sym
 
 # What to write instead of a primitive that is not translated, where there is an equivalent.
+_DECOMPOSITION = (
+    ": small dense matrices may use jnp.linalg.solve, inv, det and slogdet (LU) inside f; for"
+    " a decomposition of a matrix that does not depend on y, t or p, compute it outside f and"
+    " close over the result"
+)
 _INSTEAD = {
-    "scatter": (
-        " (x.at[i].set/add/...): build the array instead, e.g. jnp.stack of its elements or"
-        " jnp.where(jnp.arange(x.size) == i, value, x)"
+    **dict.fromkeys(
+        ("cholesky", "eigh", "eig", "svd", "qr", "geqrf", "householder_product", "schur"),
+        _DECOMPOSITION,
     ),
+    "tridiagonal_solve": " (a tridiagonal solve): use jnp.linalg.solve of the dense matrix",
+    "cumlogsumexp": ": write jnp.log(jnp.cumsum(jnp.exp(x - m))) + m with m = x.max()",
+    "top_k": ": use jnp.sort (rows of up to 64 elements) and slice",
+    "fft": ": write the DFT of a small array as a product with a constant matrix",
 }
+# For every other primitive.
+_OTHERWISE = "; write it with the supported operations, or compute it outside f and pass it in p"
 
 
 class Walker:
@@ -57,13 +68,14 @@ class Walker:
 
     def unsupported(self, eqn) -> NotImplementedError:
         name = eqn.primitive.name
-        hint = _INSTEAD.get(name.split("-")[0], "")
+        hint = _INSTEAD.get(name, _OTHERWISE)
         return NotImplementedError(
             f"shoal cannot translate primitive '{name}' (at {self.where(eqn)}){hint}; "
             "supported: arithmetic, elementary functions, comparisons, select, cond, loops "
-            "(scan, fori_loop, while_loop), indexing (reads at computed indices too), "
-            "searchsorted, reductions, cumulative scans, argmax/argmin, sorts of small rows and "
-            "contractions"
+            "(scan, fori_loop, while_loop), indexing and writes (x[i], x.at[i].set/add/..., "
+            "dynamic_slice and dynamic_update_slice, at computed indices too), searchsorted, "
+            "reductions, cumulative scans, argmax/argmin, sorts of small rows, contractions and "
+            "small dense linear algebra (jnp.linalg.solve, inv, det, slogdet)"
         )
 
     def run(self, jaxpr, consts, args):
