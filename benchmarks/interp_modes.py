@@ -91,11 +91,11 @@ def cold_compile(variant: str) -> float:
     process with an empty SHOAL_CACHE_DIR (s); the background solve before it is not counted."""
     code = textwrap.dedent(f"""
         import json, sys, time
-        sys.path.insert(0, {str(_common.ROOT / 'benchmarks')!r})
+        sys.path.insert(0, {str(_common.ROOT / "benchmarks")!r})
         import _common, jax
         jax.config.update("jax_enable_x64", True)
         import jax.numpy as jnp, numpy as np
-        sys.path.insert(0, {str(_common.ROOT / 'examples' / 'mukhanov_sasaki')!r})
+        sys.path.insert(0, {str(_common.ROOT / "examples" / "mukhanov_sasaki")!r})
         import main as ms
         import interp_modes as bm
         bg = ms.background()
@@ -107,8 +107,14 @@ def cold_compile(variant: str) -> float:
     """)
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, SHOAL_CACHE_DIR=cache)
-        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                             text=True, check=True, cwd=str(_common.ROOT / "benchmarks"))
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=str(_common.ROOT / "benchmarks"),
+        )
     return json.loads(out.stdout.strip().splitlines()[-1])["first_call_s"]
 
 
@@ -125,8 +131,9 @@ def main(argv=None) -> int:
     n = 1000 if args.quick else args.n
     repeats = 2 if args.quick else args.repeats
     variants = [v for v in args.variants.split(",") if v]
-    for line in _common.header_lines({"modes": str(n), "table": f"{ms.N_TABLE} points",
-                                      "rtol/atol": f"{ms.RTOL:g}/{ms.ATOL:g}"}):
+    for line in _common.header_lines(
+        {"modes": str(n), "table": f"{ms.N_TABLE} points", "rtol/atol": f"{ms.RTOL:g}/{ms.ATOL:g}"}
+    ):
         print(line)
 
     bg = ms.background()
@@ -137,8 +144,9 @@ def main(argv=None) -> int:
     p_ref = ms.power_spectrum(bg, params[idx], y_ref)
 
     def err(y):
-        return float(np.max(np.abs(ms.power_spectrum(bg, params[idx], np.asarray(y)[idx])
-                                   / p_ref - 1.0)))
+        return float(
+            np.max(np.abs(ms.power_spectrum(bg, params[idx], np.asarray(y)[idx]) / p_ref - 1.0))
+        )
 
     rows = []
     for variant in variants:
@@ -158,25 +166,36 @@ def main(argv=None) -> int:
                 s_times += _common.time_calls(lambda f=s_fn: jax.block_until_ready(f(y0_j, p_j)), 1)
                 d_times += _common.time_calls(lambda f=d_fn: jax.block_until_ready(f(y0_j, p_j)), 1)
         row = {
-            "variant": variant, "N": n,
-            "shoal_min_s": min(s_times), "diffrax_min_s": min(d_times),
+            "variant": variant,
+            "N": n,
+            "shoal_min_s": min(s_times),
+            "diffrax_min_s": min(d_times),
             "ratio": min(d_times) / min(s_times),
-            "shoal_err": err(y_s), "diffrax_err": err(y_d),
-            "shoal_steps": float(np.mean(att_s)), "diffrax_steps": float(np.mean(att_d)),
-            "shoal_first_call_s": s_first, "diffrax_first_call_s": d_first,
+            "shoal_err": err(y_s),
+            "diffrax_err": err(y_d),
+            "shoal_steps": float(np.mean(att_s)),
+            "diffrax_steps": float(np.mean(att_d)),
+            "shoal_first_call_s": s_first,
+            "diffrax_first_call_s": d_first,
             "bg_cores": load.cores,
         }
         if not args.skip_compile:
             row["shoal_cold_compile_s"] = cold_compile(variant)
         rows.append(row)
-        print(f"{variant:>8}: shoal {_common.fmt_time(row['shoal_min_s'])}, diffrax "
-              f"{_common.fmt_time(row['diffrax_min_s'])}, diffrax/shoal {row['ratio']:.1f}x; "
-              f"P_R error {row['shoal_err']:.1e} / {row['diffrax_err']:.1e}; steps "
-              f"{row['shoal_steps']:.0f}/{row['diffrax_steps']:.0f}; first call "
-              f"{row['shoal_first_call_s']:.2f} s / {row['diffrax_first_call_s']:.2f} s"
-              + (f"; shoal cold (empty cache) {row['shoal_cold_compile_s']:.2f} s"
-                 if "shoal_cold_compile_s" in row else "")
-              + f"; bg {load.cores:.2f} cores", flush=True)
+        print(
+            f"{variant:>8}: shoal {_common.fmt_time(row['shoal_min_s'])}, diffrax "
+            f"{_common.fmt_time(row['diffrax_min_s'])}, diffrax/shoal {row['ratio']:.1f}x; "
+            f"P_R error {row['shoal_err']:.1e} / {row['diffrax_err']:.1e}; steps "
+            f"{row['shoal_steps']:.0f}/{row['diffrax_steps']:.0f}; first call "
+            f"{row['shoal_first_call_s']:.2f} s / {row['diffrax_first_call_s']:.2f} s"
+            + (
+                f"; shoal cold (empty cache) {row['shoal_cold_compile_s']:.2f} s"
+                if "shoal_cold_compile_s" in row
+                else ""
+            )
+            + f"; bg {load.cores:.2f} cores",
+            flush=True,
+        )
     out = os.path.join(args.out_dir, "interp_modes.csv")
     _common.write_csv(Path(out), rows)
     print(f"wrote {out}")

@@ -99,8 +99,10 @@ def _weak_rates(z, z_nu):
         return expit(-a)
 
     def rate(qq):
-        integrand = jac * ((eps - qq) ** 2 * fd(-eps * ze) * fd((eps - qq) * zn)
-                           + (eps + qq) ** 2 * fd(eps * ze) * fd(-(eps + qq) * zn))
+        integrand = jac * (
+            (eps - qq) ** 2 * fd(-eps * ze) * fd((eps - qq) * zn)
+            + (eps + qq) ** 2 * fd(eps * ze) * fd(-(eps + qq) * zn)
+        )
         return np.trapezoid(integrand, v, axis=1)
 
     w = np.linspace(1.0, q, 20001)
@@ -115,18 +117,27 @@ def _weak_rates(z, z_nu):
 def rate_npg(t9):
     """p(n, gamma)d, Smith, Kawano & Malaney 1993 (ApJS 85, 219), table 2."""
     s = np.sqrt(t9)
-    return 4.742e4 * (1.0 - 0.8504 * s + 0.4895 * t9 - 0.09623 * t9 * s + 8.471e-3 * t9**2
-                      - 2.80e-4 * t9**2 * s)
+    return 4.742e4 * (
+        1.0 - 0.8504 * s + 0.4895 * t9 - 0.09623 * t9 * s + 8.471e-3 * t9**2 - 2.80e-4 * t9**2 * s
+    )
 
 
 def rate_dd(t9):
     """d(d, n)3He + d(d, p)t, Caughlan & Fowler 1988 (At. Data Nucl. Data Tables 40, 283)."""
     c = np.cbrt(t9)
     pre = t9 ** (-2.0 / 3.0)
-    ddn = 3.95e8 * pre * np.exp(-4.259 / c) * (1 + 0.098 * c + 0.765 * c**2 + 0.525 * t9
-                                                + 9.61e-3 * t9 * c + 0.0167 * t9 * c**2)
-    ddp = 4.17e8 * pre * np.exp(-4.258 / c) * (1 + 0.098 * c + 0.518 * c**2 + 0.355 * t9
-                                                - 0.010 * t9 * c - 0.018 * t9 * c**2)
+    ddn = (
+        3.95e8
+        * pre
+        * np.exp(-4.259 / c)
+        * (1 + 0.098 * c + 0.765 * c**2 + 0.525 * t9 + 9.61e-3 * t9 * c + 0.0167 * t9 * c**2)
+    )
+    ddp = (
+        4.17e8
+        * pre
+        * np.exp(-4.258 / c)
+        * (1 + 0.098 * c + 0.518 * c**2 + 0.355 * t9 - 0.010 * t9 * c - 0.018 * t9 * c**2)
+    )
     return ddn + ddp
 
 
@@ -239,8 +250,19 @@ def chi2(yp, dh):
 def shoal_final(params, rtol=RTOL, atol=ATOL, y0=None, **kw):
     """Final abundances (M, 4) of a (M, 2) parameter batch, and the solve's stats."""
     y0 = jnp.asarray(y0_equilibrium() if y0 is None else y0)
-    ys, st = solve(bbn_rhs, y0, jnp.array([X0, X1]), params, method="rodas5p", rtol=rtol,
-                   atol=atol, first_step=1e-6, max_steps=100_000, return_stats=True, **kw)
+    ys, st = solve(
+        bbn_rhs,
+        y0,
+        jnp.array([X0, X1]),
+        params,
+        method="rodas5p",
+        rtol=rtol,
+        atol=atol,
+        first_step=1e-6,
+        max_steps=100_000,
+        return_stats=True,
+        **kw,
+    )
     return ys[:, -1], st
 
 
@@ -255,9 +277,18 @@ def diffrax_final(rtol=RTOL, atol=ATOL):
     y0 = jnp.asarray(y0_equilibrium())
 
     def one(p):
-        sol = diffrax.diffeqsolve(term, diffrax.Kvaerno5(), t0=X0, t1=X1, dt0=1e-6, y0=y0, args=p,
-                                  stepsize_controller=ctrl, saveat=diffrax.SaveAt(t1=True),
-                                  max_steps=100_000)
+        sol = diffrax.diffeqsolve(
+            term,
+            diffrax.Kvaerno5(),
+            t0=X0,
+            t1=X1,
+            dt0=1e-6,
+            y0=y0,
+            args=p,
+            stepsize_controller=ctrl,
+            saveat=diffrax.SaveAt(t1=True),
+            max_steps=100_000,
+        )
         return sol.ys[-1], sol.stats["num_steps"]
 
     return jax.jit(jax.vmap(one))
@@ -270,9 +301,16 @@ def scipy_final(params, rtol, atol, method="Radau"):
     out, nfev = [], 0
     for p in np.asarray(params):
         pj = jnp.asarray(p)
-        sol = solve_ivp(lambda x, y, pj=pj: np.asarray(_F_JIT(x, y, pj)), (X0, X1),
-                        y0_equilibrium(), method=method, rtol=rtol, atol=atol, first_step=1e-6,
-                        jac=lambda x, y, pj=pj: np.asarray(_JAC_JIT(x, y, pj)))
+        sol = solve_ivp(
+            lambda x, y, pj=pj: np.asarray(_F_JIT(x, y, pj)),
+            (X0, X1),
+            y0_equilibrium(),
+            method=method,
+            rtol=rtol,
+            atol=atol,
+            first_step=1e-6,
+            jac=lambda x, y, pj=pj: np.asarray(_JAC_JIT(x, y, pj)),
+        )
         if not sol.success:
             raise RuntimeError(f"SciPy {method} failed at {p}: {sol.message}")
         out.append(sol.y[:, -1])
@@ -293,8 +331,12 @@ def log_posterior(theta, **solve_kw):
     params = jnp.stack([10.0 ** theta[0], theta[1]])[None, :]
     y_end, _ = shoal_final(params, **solve_kw)
     yp, dh = observables(y_end[0])
-    wall = (jax.nn.softplus(50 * (0.3 - theta[0])) + jax.nn.softplus(50 * (theta[0] - 1.1))
-            + jax.nn.softplus(20 * (1.0 - theta[1])) + jax.nn.softplus(20 * (theta[1] - 6.0)))
+    wall = (
+        jax.nn.softplus(50 * (0.3 - theta[0]))
+        + jax.nn.softplus(50 * (theta[0] - 1.1))
+        + jax.nn.softplus(20 * (1.0 - theta[1]))
+        + jax.nn.softplus(20 * (theta[1] - 6.0))
+    )
     return -0.5 * chi2(yp, dh) - 10.0 * wall
 
 
@@ -305,12 +347,17 @@ def run_nuts(key, n_warmup, n_samples, n_chains, theta0, cov0):
 
     logdensity = jax.jit(log_posterior)
     warmup = blackjax.window_adaptation(
-        blackjax.nuts, logdensity, is_mass_matrix_diagonal=False,
-        initial_inverse_mass_matrix=jnp.asarray(cov0), initial_step_size=0.5,
-        target_acceptance_rate=0.8, max_num_doublings=6)
+        blackjax.nuts,
+        logdensity,
+        is_mass_matrix_diagonal=False,
+        initial_inverse_mass_matrix=jnp.asarray(cov0),
+        initial_step_size=0.5,
+        target_acceptance_rate=0.8,
+        max_num_doublings=6,
+    )
     k_warm, k_sample = jax.random.split(key)
     (state, tuned), _ = warmup.run(k_warm, theta0, num_steps=n_warmup)
-    kernel = blackjax.nuts(logdensity, max_num_doublings=6, **tuned)
+    kernel = blackjax.nuts(logdensity, **{"max_num_doublings": 6, **tuned})
 
     def one_step(states, k):
         keys = jax.random.split(k, n_chains)
@@ -333,7 +380,8 @@ def grid_moments(log_eta, n_eff, c2):
     pts = np.stack([le.ravel(), ne.ravel()], axis=1)
     mean = w.ravel() @ pts
     d = pts - mean
-    return mean, (d * w.ravel()[:, None]).T @ d
+    cells = np.diag([(log_eta[1] - log_eta[0]) ** 2, (n_eff[1] - n_eff[0]) ** 2]) / 12
+    return mean, (d * w.ravel()[:, None]).T @ d + cells  # a coarse grid cannot resolve less
 
 
 def compare_peers(sub, n_peer, t_s_sub, e_s, errors, t_grid, n_side, shoal_attempts, repeats):
@@ -350,25 +398,37 @@ def compare_peers(sub, n_peer, t_s_sub, e_s, errors, t_grid, n_side, shoal_attem
     y_sc, nfev = scipy_final(sub[:n_sc], RTOL, ATOL)
     t_sc = (time.perf_counter() - t0) / n_sc * n_peer
     e_sc = errors(y_sc)
-    print(f"peers on {n_peer} universes of the grid (rtol {RTOL:g}, atol {ATOL:g}); max relative "
-          f"error of (Y_p, D/H) against Rodas5P at rtol {REF_RTOL:g}, atol {REF_ATOL:g}:")
-    print(f"  shoal Rodas5P              {t_s_sub * 1e3:9.2f} ms                     errors "
-          f"{e_s[0]:.1e}, {e_s[1]:.1e}")
-    print(f"  diffrax Kvaerno5 jit(vmap) {t_d * 1e3:9.2f} ms ({t_d / t_s_sub:5.0f}x shoal)    "
-          f"errors {e_d[0]:.1e}, {e_d[1]:.1e}; first call {t_d_first:.1f} s; "
-          f"{np.mean(np.asarray(steps_d)):.0f} steps (shoal {shoal_attempts.mean():.0f})")
+    print(
+        f"peers on {n_peer} universes of the grid (rtol {RTOL:g}, atol {ATOL:g}); max relative "
+        f"error of (Y_p, D/H) against Rodas5P at rtol {REF_RTOL:g}, atol {REF_ATOL:g}:"
+    )
+    print(
+        f"  shoal Rodas5P              {t_s_sub * 1e3:9.2f} ms                     errors "
+        f"{e_s[0]:.1e}, {e_s[1]:.1e}"
+    )
+    print(
+        f"  diffrax Kvaerno5 jit(vmap) {t_d * 1e3:9.2f} ms ({t_d / t_s_sub:5.0f}x shoal)    "
+        f"errors {e_d[0]:.1e}, {e_d[1]:.1e}; first call {t_d_first:.1f} s; "
+        f"{np.mean(np.asarray(steps_d)):.0f} steps (shoal {shoal_attempts.mean():.0f})"
+    )
     tight = jax.jit(lambda p: shoal_final(p, rtol=1e-8)[0])
     jax.block_until_ready(tight(sub))
     t_s8 = best_time(lambda: jax.block_until_ready(tight(sub)), repeats)
     e_s8 = errors(tight(sub))
-    print(f"  shoal Rodas5P at rtol 1e-8 {t_s8 * 1e3:9.2f} ms (diffrax / this: {t_d / t_s8:.0f}x)  "
-          f"errors {e_s8[0]:.1e}, {e_s8[1]:.1e} (about diffrax's achieved error)")
-    print(f"  SciPy Radau loop           {t_sc * 1e3:9.1f} ms ({t_sc / t_s_sub:5.0f}x shoal)    "
-          f"errors {e_sc[0]:.1e}, {e_sc[1]:.1e} (timed on {n_sc}, scaled; "
-          f"{nfev / n_sc:.0f} f evaluations each)")
-    print(f"  per universe: shoal {t_grid / n_side**2 * 1e6:.0f} us in the grid solve, "
-          f"{t_s_sub / n_peer * 1e6:.0f} us in the {n_peer}-universe solve; diffrax "
-          f"{t_d / n_peer * 1e6:.0f} us; SciPy {t_sc / n_peer * 1e6:.0f} us")
+    print(
+        f"  shoal Rodas5P at rtol 1e-8 {t_s8 * 1e3:9.2f} ms (diffrax / this: {t_d / t_s8:.0f}x)  "
+        f"errors {e_s8[0]:.1e}, {e_s8[1]:.1e} (about diffrax's achieved error)"
+    )
+    print(
+        f"  SciPy Radau loop           {t_sc * 1e3:9.1f} ms ({t_sc / t_s_sub:5.0f}x shoal)    "
+        f"errors {e_sc[0]:.1e}, {e_sc[1]:.1e} (timed on {n_sc}, scaled; "
+        f"{nfev / n_sc:.0f} f evaluations each)"
+    )
+    print(
+        f"  per universe: shoal {t_grid / n_side**2 * 1e6:.0f} us in the grid solve, "
+        f"{t_s_sub / n_peer * 1e6:.0f} us in the {n_peer}-universe solve; diffrax "
+        f"{t_d / n_peer * 1e6:.0f} us; SciPy {t_sc / n_peer * 1e6:.0f} us"
+    )
 
 
 def best_time(fn, repeats):
@@ -408,15 +468,21 @@ def main(argv=None):
     attempts = np.asarray(st["accepted"] + st["rejected"])
     yp, dh = (np.asarray(a).reshape(n_side, n_side) for a in observables(y_end))
     c2 = np.asarray(chi2(yp, dh))
-    print(f"grid: {n_side}x{n_side} = {n_side**2} universes in one Rodas5P ensemble: "
-          f"{t_grid:.3f} s warm (min of {repeats}), first call {t_first:.2f} s; "
-          f"mean {attempts.mean():.0f} step attempts ({attempts.min()}..{attempts.max()})")
+    print(
+        f"grid: {n_side}x{n_side} = {n_side**2} universes in one Rodas5P ensemble: "
+        f"{t_grid:.3f} s warm (min of {repeats}), first call {t_first:.2f} s; "
+        f"mean {attempts.mean():.0f} step attempts ({attempts.min()}..{attempts.max()})"
+    )
     i_std = (int(np.argmin(np.abs(log_eta - np.log10(6.1)))), int(np.argmin(np.abs(n_eff - 3.0))))
-    print(f"at eta_10 = {10 ** log_eta[i_std[0]]:.2f}, N_eff = {n_eff[i_std[1]]:.2f}: "
-          f"Y_p = {yp[i_std]:.4f}, D/H = {dh[i_std]:.3e}")
+    print(
+        f"at eta_10 = {10 ** log_eta[i_std[0]]:.2f}, N_eff = {n_eff[i_std[1]]:.2f}: "
+        f"Y_p = {yp[i_std]:.4f}, D/H = {dh[i_std]:.3e}"
+    )
     i_best = np.unravel_index(np.argmin(c2), c2.shape)
-    print(f"grid minimum chi^2 = {c2[i_best]:.2f} at eta_10 = {10 ** log_eta[i_best[0]]:.3f}, "
-          f"N_eff = {n_eff[i_best[1]]:.3f} (Y_p = {yp[i_best]:.4f}, D/H = {dh[i_best]:.3e})")
+    print(
+        f"grid minimum chi^2 = {c2[i_best]:.2f} at eta_10 = {10 ** log_eta[i_best[0]]:.3f}, "
+        f"N_eff = {n_eff[i_best[1]]:.3f} (Y_p = {yp[i_best]:.4f}, D/H = {dh[i_best]:.3e})"
+    )
     print(f"CHECK Yp_standard {yp[i_std]:.5f}")
     print(f"CHECK DH_standard {dh[i_std]:.4e}")
 
@@ -436,8 +502,10 @@ def main(argv=None):
     t_s_sub = best_time(lambda: jax.block_until_ready(sub_fn(sub)), repeats)
     e_s = errors(sub_fn(sub))
     if smoke:  # diffrax Kvaerno5 takes ~15 s to compile: the smoke run skips the peers
-        print(f"shoal Rodas5P on {n_peer} universes: errors of (Y_p, D/H) {e_s[0]:.1e}, "
-              f"{e_s[1]:.1e} against rtol {REF_RTOL:g}; peers skipped (--smoke)")
+        print(
+            f"shoal Rodas5P on {n_peer} universes: errors of (Y_p, D/H) {e_s[0]:.1e}, "
+            f"{e_s[1]:.1e} against rtol {REF_RTOL:g}; peers skipped (--smoke)"
+        )
     else:
         compare_peers(sub, n_peer, t_s_sub, e_s, errors, t_grid, n_side, attempts[idx], repeats)
     print(f"CHECK shoal_DH_rel_error {e_s[1]:.2e}")
@@ -447,27 +515,37 @@ def main(argv=None):
     g = jax.jit(jax.grad(log_posterior))(theta)
     tight = jax.jit(lambda th: log_posterior(th, rtol=1e-11, atol=1e-18))
     hstep = np.array([1e-5, 1e-4])
-    fd = [(tight(theta + hstep[i] * jnp.eye(2)[i]) - tight(theta - hstep[i] * jnp.eye(2)[i]))
-          / (2 * hstep[i]) for i in range(2)]
+    fd = [
+        (tight(theta + hstep[i] * jnp.eye(2)[i]) - tight(theta - hstep[i] * jnp.eye(2)[i]))
+        / (2 * hstep[i])
+        for i in range(2)
+    ]
     rel = np.abs(np.asarray(g) / np.asarray(fd) - 1)
-    print(f"grad log posterior at (log10 eta_10, N_eff) = (0.785, 3) by shoal (rtol {RTOL:g}): "
-          f"{np.asarray(g)}; central differences of tight solves {np.asarray(fd)}; "
-          f"relative difference {rel.max():.1e}")
+    print(
+        f"grad log posterior at (log10 eta_10, N_eff) = (0.785, 3) by shoal (rtol {RTOL:g}): "
+        f"{np.asarray(g)}; central differences of tight solves {np.asarray(fd)}; "
+        f"relative difference {rel.max():.1e}"
+    )
     print(f"CHECK grad_rel_error {rel.max():.2e}")
     n_warm, n_samp, n_chains = (5, 5, 2) if smoke else (100, 100, 4)
     g_mean, g_cov = grid_moments(log_eta, n_eff, c2)
-    print(f"grid posterior: log10 eta_10 = {g_mean[0]:.4f} +- {np.sqrt(g_cov[0, 0]):.4f}, "
-          f"N_eff = {g_mean[1]:.3f} +- {np.sqrt(g_cov[1, 1]):.3f}")
+    print(
+        f"grid posterior: log10 eta_10 = {g_mean[0]:.4f} +- {np.sqrt(g_cov[0, 0]):.4f}, "
+        f"N_eff = {g_mean[1]:.3f} +- {np.sqrt(g_cov[1, 1]):.3f}"
+    )
     t0 = time.perf_counter()
-    pos, div, n_int, _ = run_nuts(jax.random.PRNGKey(0), n_warm, n_samp, n_chains,
-                                  jnp.asarray(g_mean), g_cov)
+    pos, div, n_int, _ = run_nuts(
+        jax.random.PRNGKey(0), n_warm, n_samp, n_chains, jnp.asarray(g_mean), g_cov
+    )
     t_nuts = time.perf_counter() - t0
     flat = pos.reshape(-1, 2)
     mean, std = flat.mean(axis=0), flat.std(axis=0)
-    print(f"NUTS: {n_chains} chains x {n_samp} samples after {n_warm} warm-up steps in "
-          f"{t_nuts:.1f} s (incl. compile); {int(div.sum())} divergent; {n_int.sum()} leapfrog "
-          f"steps in all chains; log10 eta_10 = {mean[0]:.4f} +- {std[0]:.4f} "
-          f"(eta_10 = {10 ** mean[0]:.3f}), N_eff = {mean[1]:.3f} +- {std[1]:.3f}")
+    print(
+        f"NUTS: {n_chains} chains x {n_samp} samples after {n_warm} warm-up steps in "
+        f"{t_nuts:.1f} s (incl. compile); {int(div.sum())} divergent; {n_int.sum()} leapfrog "
+        f"steps in all chains; log10 eta_10 = {mean[0]:.4f} +- {std[0]:.4f} "
+        f"(eta_10 = {10 ** mean[0]:.3f}), N_eff = {mean[1]:.3f} +- {std[1]:.3f}"
+    )
     print(f"CHECK nuts_divergent {int(div.sum())}")
 
     plot(log_eta, n_eff, c2, yp, dh, flat, out)

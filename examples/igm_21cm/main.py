@@ -110,14 +110,18 @@ def igm_rhs(y, s, p):
     particles = (1.0 - Y_HE) * (1.0 + x_e) + Y_HE / 4.0
     compton = 8 * SIGMA_T * A_RAD * t_cmb**4 / (3 * M_E * C_LIGHT) * x_e / (1 + F_HE + x_e) / hub
     heat_x = 2.0 / 3.0 * f_heat * e_x / (K_B * particles)
-    dlog_tk = (-2.0 + compton * (t_cmb / tk - 1.0) + heat_x / tk
-               - dx / (1.0 + x_e))  # the last term: heat shared with the new free electrons
+    dlog_tk = (
+        -2.0 + compton * (t_cmb / tk - 1.0) + heat_x / tk - dx / (1.0 + x_e)
+    )  # the last term: heat shared with the new free electrons
     # Q: dQ/ds = zeta src (1 - Q) - C alpha_B(1e4 K) n_e Q / H (sources ionise neutral regions),
     # as a logit: dL/ds = zeta src (1 + e^{-L}) - R (1 + e^{L}); zeta src e^{-L} in logs, since
     # Q ~ e^{-L} is astronomically small before the first haloes form
     rec = CLUMPING * alpha_b(1e4) * n_h * (1.0 + F_HE) / hub
-    d_lq = (zeta * src + jnp.exp(jnp.log(zeta) + log_source(zp1) - lq)
-            - rec * (1.0 + jnp.exp(jnp.minimum(lq, 50.0))))
+    d_lq = (
+        zeta * src
+        + jnp.exp(jnp.log(zeta) + log_source(zp1) - lq)
+        - rec * (1.0 + jnp.exp(jnp.minimum(lq, 50.0)))
+    )
     d_lx = dx / (x_e * (1.0 - x_e))
     return jnp.stack([dlog_tk, d_lx, d_lq])
 
@@ -137,12 +141,24 @@ def brightness_temperature(ys, z, f_alpha):
     x_hi = (1.0 - q) * (1.0 - x_e)
     kappa = 3.1e-11 * tk**0.357 * jnp.exp(-32.0 / tk)
     x_c = T_STAR / (A_10 * t_cmb) * N_H0 * zp1**3 * (1.0 - x_e) * kappa
-    j_a = (C_LIGHT / (4 * np.pi) * zp1**3 * jnp.asarray(f_alpha)[..., None] * N_ALPHA * F_STAR
-           * N_B0 * jnp.exp(log_source(zp1)) / NU_ALPHA)  # zp1^3: (1+z)^4 |df/dz| = zp1^3 src
+    j_a = (
+        C_LIGHT
+        / (4 * np.pi)
+        * zp1**3
+        * jnp.asarray(f_alpha)[..., None]
+        * N_ALPHA
+        * F_STAR
+        * N_B0
+        * jnp.exp(log_source(zp1))
+        / NU_ALPHA
+    )  # zp1^3: (1+z)^4 |df/dz| = zp1^3 src
     x_a = j_a / (5.54e-12 * zp1)
     inv_ts = (1.0 / t_cmb + (x_c + x_a) / tk) / (1.0 + x_c + x_a)
-    pref = 27.0 * (OMEGA_B * H_LITTLE**2 / 0.023) * jnp.sqrt(0.15 / (OMEGA_M * H_LITTLE**2)
-                                                             * zp1 / 10.0)
+    pref = (
+        27.0
+        * (OMEGA_B * H_LITTLE**2 / 0.023)
+        * jnp.sqrt(0.15 / (OMEGA_M * H_LITTLE**2) * zp1 / 10.0)
+    )
     return pref * x_hi * (1.0 - t_cmb * inv_ts), 1.0 / inv_ts
 
 
@@ -173,9 +189,19 @@ def save_grid(n_z):
 
 def shoal_history(t_span, method="rodas5p", rtol=RTOL, atol=ATOL, weights=WEIGHTS):
     def run(y0, params):
-        ys, st = solve(igm_rhs, y0, t_span, params, method=method, rtol=rtol, atol=atol,
-                       error_weights=jnp.asarray(weights), first_step=1e-4, max_steps=100_000,
-                       return_stats=True)
+        ys, st = solve(
+            igm_rhs,
+            y0,
+            t_span,
+            params,
+            method=method,
+            rtol=rtol,
+            atol=atol,
+            error_weights=jnp.asarray(weights),
+            first_step=1e-4,
+            max_steps=100_000,
+            return_stats=True,
+        )
         return ys[:, 1:], st["accepted"] + st["rejected"], st["status"]
 
     return jax.jit(run)
@@ -192,14 +218,24 @@ def diffrax_history(t_span, rtol=RTOL, atol=ATOL, weights=WEIGHTS):
     def norm(e):
         return jnp.sqrt(jnp.mean((w * e) ** 2))
 
-    ctrl = diffrax.PIDController(rtol=rtol, atol=atol, pcoeff=0.0, icoeff=1.0, dcoeff=0.0,
-                                 norm=norm)
+    ctrl = diffrax.PIDController(
+        rtol=rtol, atol=atol, pcoeff=0.0, icoeff=1.0, dcoeff=0.0, norm=norm
+    )
     ts = jnp.asarray(t_span)
 
     def one(y0, p):
-        sol = diffrax.diffeqsolve(term, diffrax.Kvaerno5(), t0=ts[0], t1=ts[-1], dt0=1e-4, y0=y0,
-                                  args=p, stepsize_controller=ctrl,
-                                  saveat=diffrax.SaveAt(ts=ts[1:]), max_steps=100_000)
+        sol = diffrax.diffeqsolve(
+            term,
+            diffrax.Kvaerno5(),
+            t0=ts[0],
+            t1=ts[-1],
+            dt0=1e-4,
+            y0=y0,
+            args=p,
+            stepsize_controller=ctrl,
+            saveat=diffrax.SaveAt(ts=ts[1:]),
+            max_steps=100_000,
+        )
         return sol.ys, sol.stats["num_steps"]
 
     return jax.jit(jax.vmap(one))
@@ -216,11 +252,17 @@ def scipy_history(t_span, y0, params, rtol=RTOL, atol=ATOL):
     t0 = time.perf_counter()
     for y, p in zip(y0, params, strict=True):
         pj = jnp.asarray(p)
-        sol = solve_ivp(lambda s, yy, pj=pj: np.asarray(f(s, yy, pj)), (t_span[0], t_span[-1]),
-                        y,
-                        method="Radau", t_eval=t_span[1:], rtol=rtol,
-                        atol=atol / np.asarray(WEIGHTS), first_step=1e-4,
-                        jac=lambda s, yy, pj=pj: np.asarray(jac(s, yy, pj)))
+        sol = solve_ivp(
+            lambda s, yy, pj=pj: np.asarray(f(s, yy, pj)),
+            (t_span[0], t_span[-1]),
+            y,
+            method="Radau",
+            t_eval=t_span[1:],
+            rtol=rtol,
+            atol=atol / np.asarray(WEIGHTS),
+            first_step=1e-4,
+            jac=lambda s, yy, pj=pj: np.asarray(jac(s, yy, pj)),
+        )
         if not sol.success:
             raise RuntimeError(f"SciPy Radau failed: {sol.message}")
         out.append(sol.y.T)
@@ -246,8 +288,9 @@ def main(argv=None):
     n = args.samples or (200 if smoke else 50_000)
     n_peer = 8 if smoke else 200
     repeats = 1 if smoke else 3
-    out = args.out or (Path(tempfile.mkdtemp()) / "igm_21cm.png" if smoke
-                       else HERE / "igm_21cm.png")
+    out = args.out or (
+        Path(tempfile.mkdtemp()) / "igm_21cm.png" if smoke else HERE / "igm_21cm.png"
+    )
 
     z, t_span_np = save_grid(40 if smoke else 118)
     t_span = jnp.asarray(t_span_np)
@@ -264,16 +307,20 @@ def main(argv=None):
         raise RuntimeError(f"shoal: {bad} of {n} trajectories failed")
     t_shoal = best_time(lambda: jax.block_until_ready(fn(y0_j, p_j)), 1)
     att = np.asarray(att)
-    print(f"shoal Rodas5P: {n} prior samples in one ensemble, {t_shoal:.3f} s warm (one "
-          f"call), first call {t_first:.2f} s; {att.mean():.0f} step attempts per "
-          f"trajectory ({att.min()}..{att.max()}); error_weights {WEIGHTS}")
+    print(
+        f"shoal Rodas5P: {n} prior samples in one ensemble, {t_shoal:.3f} s warm (one "
+        f"call), first call {t_first:.2f} s; {att.mean():.0f} step attempts per "
+        f"trajectory ({att.min()}..{att.max()}); error_weights {WEIGHTS}"
+    )
     tb, _ = brightness_temperature(ys, z, p_j[:, 1])
     tb = np.asarray(tb)
     q = np.percentile(tb, [2.5, 16, 50, 84, 97.5], axis=0)
     i_min = int(np.argmin(q[2]))
-    print(f"median dT_b: trough {q[2][i_min]:.1f} mK at z = {z[i_min]:.1f} "
-          f"(68 %: {q[1][i_min]:.1f} .. {q[3][i_min]:.1f} mK); deepest sample "
-          f"{tb.min():.1f} mK; median dT_b at z = {z[-1]:.0f}: {q[2][-1]:.2f} mK")
+    print(
+        f"median dT_b: trough {q[2][i_min]:.1f} mK at z = {z[i_min]:.1f} "
+        f"(68 %: {q[1][i_min]:.1f} .. {q[3][i_min]:.1f} mK); deepest sample "
+        f"{tb.min():.1f} mK; median dT_b at z = {z[-1]:.0f}: {q[2][-1]:.2f} mK"
+    )
     print(f"CHECK trough_mK {q[2][i_min]:.2f}")
     print(f"CHECK trough_z {z[i_min]:.2f}")
 
@@ -285,46 +332,65 @@ def main(argv=None):
     tb_ref = np.asarray(brightness_temperature(ys_ref, z, p_j[idx, 1])[0])
 
     def err(ys_x):
-        return float(np.max(np.abs(np.asarray(brightness_temperature(ys_x, z, p_j[idx, 1])[0])
-                                   - tb_ref)))
+        return float(
+            np.max(np.abs(np.asarray(brightness_temperature(ys_x, z, p_j[idx, 1])[0]) - tb_ref))
+        )
 
     sub = shoal_history(t_span)
     y_sub, _, _ = jax.block_until_ready(sub(y0_j[idx], p_j[idx]))
     t_sub = best_time(lambda: jax.block_until_ready(sub(y0_j[idx], p_j[idx])), repeats)
     e_shoal = err(y_sub)
-    print(f"max |dT_b error| against Rodas5P rtol 1e-11 on {n_peer} samples: shoal "
-          f"{e_shoal:.2e} mK ({t_sub * 1e3:.1f} ms for the {n_peer})")
+    print(
+        f"max |dT_b error| against Rodas5P rtol 1e-11 on {n_peer} samples: shoal "
+        f"{e_shoal:.2e} mK ({t_sub * 1e3:.1f} ms for the {n_peer})"
+    )
     print(f"CHECK dTb_error_mK {e_shoal:.3e}")
     unweighted = shoal_history(t_span, weights=(1.0, 1.0, 1.0))
     y_u, att_u, _ = jax.block_until_ready(unweighted(y0_j[idx], p_j[idx]))
     t_u = best_time(lambda: jax.block_until_ready(unweighted(y0_j[idx], p_j[idx])), repeats)
     _, att_w, _ = sub(y0_j[idx], p_j[idx])
-    print(f"  unweighted (1, 1, 1): {np.mean(att_u):.0f} step attempts vs {np.mean(att_w):.0f} "
-          f"weighted, {t_u * 1e3:.1f} ms, error {err(y_u):.2e} mK")
+    print(
+        f"  unweighted (1, 1, 1): {np.mean(att_u):.0f} step attempts vs {np.mean(att_w):.0f} "
+        f"weighted, {t_u * 1e3:.1f} ms, error {err(y_u):.2e} mK"
+    )
     if not smoke:
         dfx = diffrax_history(t_span_np)
         t0 = time.perf_counter()
         y_d, steps_d = jax.block_until_ready(dfx(y0_j[idx], p_j[idx]))
         t_dfirst = time.perf_counter() - t0
         t_d = best_time(lambda: jax.block_until_ready(dfx(y0_j[idx], p_j[idx])), repeats)
-        print(f"  diffrax Kvaerno5 jit(vmap): {t_d * 1e3:.1f} ms ({t_d / t_sub:.0f}x shoal), "
-              f"first call {t_dfirst:.1f} s, {np.mean(np.asarray(steps_d)):.0f} steps, error "
-              f"{err(y_d):.2e} mK")
+        print(
+            f"  diffrax Kvaerno5 jit(vmap): {t_d * 1e3:.1f} ms ({t_d / t_sub:.0f}x shoal), "
+            f"first call {t_dfirst:.1f} s, {np.mean(np.asarray(steps_d)):.0f} steps, error "
+            f"{err(y_d):.2e} mK"
+        )
         tight = shoal_history(t_span, rtol=1e-8, atol=1e-10)
         y_t, att_t, _ = jax.block_until_ready(tight(y0_j[idx], p_j[idx]))
         t_t = best_time(lambda: jax.block_until_ready(tight(y0_j[idx], p_j[idx])), repeats)
-        print(f"  shoal at rtol 1e-8, atol 1e-10: {t_t * 1e3:.1f} ms (diffrax / this: "
-              f"{t_d / t_t:.0f}x), {np.mean(np.asarray(att_t)):.0f} step attempts, error "
-              f"{err(y_t):.2e} mK (about diffrax's achieved error)")
+        print(
+            f"  shoal at rtol 1e-8, atol 1e-10: {t_t * 1e3:.1f} ms (diffrax / this: "
+            f"{t_d / t_t:.0f}x), {np.mean(np.asarray(att_t)):.0f} step attempts, error "
+            f"{err(y_t):.2e} mK (about diffrax's achieved error)"
+        )
         n_sc = 10
         y_sc, t_sc = scipy_history(t_span_np, y0[idx[:n_sc]], params[idx[:n_sc]])
         t_sc *= n_peer / n_sc
-        e_sc = float(np.max(np.abs(np.asarray(brightness_temperature(
-            jnp.asarray(y_sc), z, p_j[idx[:n_sc], 1])[0]) - tb_ref[:n_sc])))
-        print(f"  SciPy Radau loop: {t_sc * 1e3:.0f} ms for {n_peer} (timed on {n_sc}, scaled; "
-              f"{t_sc / t_sub:.0f}x shoal), error {e_sc:.2e} mK")
-        print(f"  per trajectory: shoal {t_shoal / n * 1e6:.0f} us (50 000-member ensemble), "
-              f"diffrax {t_d / n_peer * 1e6:.0f} us, SciPy {t_sc / n_peer * 1e6:.0f} us")
+        e_sc = float(
+            np.max(
+                np.abs(
+                    np.asarray(brightness_temperature(jnp.asarray(y_sc), z, p_j[idx[:n_sc], 1])[0])
+                    - tb_ref[:n_sc]
+                )
+            )
+        )
+        print(
+            f"  SciPy Radau loop: {t_sc * 1e3:.0f} ms for {n_peer} (timed on {n_sc}, scaled; "
+            f"{t_sc / t_sub:.0f}x shoal), error {e_sc:.2e} mK"
+        )
+        print(
+            f"  per trajectory: shoal {t_shoal / n * 1e6:.0f} us (50 000-member ensemble), "
+            f"diffrax {t_d / n_peer * 1e6:.0f} us, SciPy {t_sc / n_peer * 1e6:.0f} us"
+        )
 
     plot(z, q, ys, params, tb, out)
     print(f"plot: {out}")
@@ -347,8 +413,11 @@ def plot(z, q, ys, params, tb, out):
     ax.set_ylabel(r"$\delta T_b$ [mK]")
     ax.set_title(f"global 21cm signal, {len(params)} prior samples (one shoal solve)")
     ax.invert_xaxis()
-    top = ax.secondary_xaxis("top", functions=(lambda zz: 1420.4 / (1 + zz),
-                                               lambda nu: 1420.4 / np.maximum(nu, 1e-9) - 1))
+    top = ax.secondary_xaxis(
+        "top",
+        functions=(lambda zz: 1420.4 / (1 + zz), lambda nu: 1420.4 / np.maximum(nu, 1e-9) - 1),
+    )
+    top.set_xticks([40, 50, 60, 80, 100, 150, 200])
     top.set_xlabel(r"$\nu$ [MHz]")
     ax.legend(loc="lower left")
 

@@ -64,8 +64,15 @@ def background(n_table: int = N_TABLE):
     n_max = PHI0**2 / 4.0 + 0.8  # just past the end (eps = 1 near phi ~ 1; phi = 0 ~0.5 later)
     grid = np.linspace(0.0, n_max, n_table)
     y0 = jnp.array([PHI0, -2.0 / PHI0])  # slow-roll attractor phi_N = -V'/V
-    ys, stats = solve(background_rhs, y0, jnp.asarray(grid), method="tsit5", rtol=1e-12,
-                      atol=1e-14, return_stats=True)
+    ys, stats = solve(
+        background_rhs,
+        y0,
+        jnp.asarray(grid),
+        method="tsit5",
+        rtol=1e-12,
+        atol=1e-14,
+        return_stats=True,
+    )
     if int(stats["status"][0]) != 0:
         raise RuntimeError(f"background solve failed: status {int(stats['status'][0])}")
     phi, dphi = np.asarray(ys[0, :, 0]), np.asarray(ys[0, :, 1])
@@ -91,8 +98,14 @@ def background(n_table: int = N_TABLE):
     lnah = grid + 0.5 * np.log(hubble2)
     keep = grid <= n_end  # the tables cover inflation only
     return {
-        "N": grid[keep], "eps": eps[keep], "lnaH": lnah[keep], "w": w[keep], "dphi": dphi[keep],
-        "H2": hubble2[keep], "N_end": n_end, "steps": int(stats["accepted"][0]),
+        "N": grid[keep],
+        "eps": eps[keep],
+        "lnaH": lnah[keep],
+        "w": w[keep],
+        "dphi": dphi[keep],
+        "H2": hubble2[keep],
+        "N_end": n_end,
+        "steps": int(stats["accepted"][0]),
     }
 
 
@@ -149,8 +162,18 @@ def shoal_modes(rhs, rtol=RTOL, atol=ATOL):
     t_span = jnp.array([0.0, S_SPAN])
 
     def run(y0, params):
-        ys, st = solve(rhs, y0, t_span, params, method="tsit5", rtol=rtol, atol=atol,
-                       first_step=1e-4, max_steps=200_000, return_stats=True)
+        ys, st = solve(
+            rhs,
+            y0,
+            t_span,
+            params,
+            method="tsit5",
+            rtol=rtol,
+            atol=atol,
+            first_step=1e-4,
+            max_steps=200_000,
+            return_stats=True,
+        )
         return ys[:, -1], st["accepted"] + st["rejected"], st["status"]
 
     return jax.jit(run)
@@ -164,9 +187,18 @@ def diffrax_modes(rhs, rtol=RTOL, atol=ATOL):
     controller = diffrax.PIDController(rtol=rtol, atol=atol, pcoeff=0.0, icoeff=1.0, dcoeff=0.0)
 
     def one(y0, p):
-        sol = diffrax.diffeqsolve(term, diffrax.Tsit5(), t0=0.0, t1=S_SPAN, dt0=1e-4, y0=y0, args=p,
-                                  stepsize_controller=controller, saveat=diffrax.SaveAt(t1=True),
-                                  max_steps=200_000)
+        sol = diffrax.diffeqsolve(
+            term,
+            diffrax.Tsit5(),
+            t0=0.0,
+            t1=S_SPAN,
+            dt0=1e-4,
+            y0=y0,
+            args=p,
+            stepsize_controller=controller,
+            saveat=diffrax.SaveAt(t1=True),
+            max_steps=200_000,
+        )
         return sol.ys[-1], sol.stats["num_steps"]
 
     return jax.jit(jax.vmap(one))
@@ -180,8 +212,9 @@ def numpy_mode_rhs(bg):
         def f(s, y):
             n = p[0] + s
             damp = 1.0 - np.interp(n, n_tab, eps_tab)
-            omega2 = np.exp(2.0 * (p[1] - np.interp(n, n_tab, lnah_tab))) - np.interp(n, n_tab,
-                                                                                     w_tab)
+            omega2 = np.exp(2.0 * (p[1] - np.interp(n, n_tab, lnah_tab))) - np.interp(
+                n, n_tab, w_tab
+            )
             return [y[2], y[3], -damp * y[2] - omega2 * y[0], -damp * y[3] - omega2 * y[1]]
 
         return f
@@ -226,14 +259,19 @@ def main(argv=None):
     args = ap.parse_args(argv)
     n_modes = args.modes or (41 if args.smoke else 81)
     repeats = args.repeats or (1 if args.smoke else 5)
-    out = args.out or (Path(tempfile.mkdtemp()) / "mukhanov_sasaki.png" if args.smoke
-                       else HERE / "mukhanov_sasaki.png")
+    out = args.out or (
+        Path(tempfile.mkdtemp()) / "mukhanov_sasaki.png"
+        if args.smoke
+        else HERE / "mukhanov_sasaki.png"
+    )
 
     t0 = time.perf_counter()
     bg = background(4001 if args.smoke else N_TABLE)
     t_bg = time.perf_counter() - t0
-    print(f"background: N_end = {bg['N_end']:.3f} e-folds, {bg['steps']} Tsit5 steps, "
-          f"{len(bg['N'])}-point tables, {t_bg:.2f} s (incl. compile)")
+    print(
+        f"background: N_end = {bg['N_end']:.3f} e-folds, {bg['steps']} Tsit5 steps, "
+        f"{len(bg['N'])}-point tables, {t_bg:.2f} s (incl. compile)"
+    )
 
     n_star = np.linspace(65.0, 40.0, n_modes)  # ascending k
     ln_k, params, y0 = mode_setup(bg, n_star)
@@ -248,9 +286,11 @@ def main(argv=None):
         raise RuntimeError(f"shoal: mode statuses {np.asarray(status)}")
     t_shoal = best_time(lambda: jax.block_until_ready(fn(y0_j, p_j)), repeats)
     y_s = np.asarray(y_s)
-    print(f"shoal Tsit5: {n_modes} modes in one ensemble, {t_shoal * 1e3:.2f} ms warm (min of "
-          f"{repeats}), first call {t_first:.2f} s (trace + compile), "
-          f"mean {np.mean(att_s):.0f} step attempts per mode")
+    print(
+        f"shoal Tsit5: {n_modes} modes in one ensemble, {t_shoal * 1e3:.2f} ms warm (min of "
+        f"{repeats}), first call {t_first:.2f} s (trace + compile), "
+        f"mean {np.mean(att_s):.0f} step attempts per mode"
+    )
 
     # the reference: DOP853 at 1e-12 on every mode (smoke: every 8th)
     ref_idx = np.arange(0, n_modes, 8 if args.smoke else 1)
@@ -273,9 +313,11 @@ def main(argv=None):
     t_diffrax = best_time(lambda: jax.block_until_ready(dfn(y0_j, p_j)), repeats)
     err_d = p_err(np.asarray(y_d))
     timings["diffrax"] = (t_diffrax, err_d)
-    print(f"diffrax Tsit5 jit(vmap): {t_diffrax * 1e3:.2f} ms warm, first call {t_dfirst:.2f} s, "
-          f"mean {np.mean(att_d):.0f} steps; P_R error {err_d:.2e}; "
-          f"diffrax / shoal = {t_diffrax / t_shoal:.1f}x")
+    print(
+        f"diffrax Tsit5 jit(vmap): {t_diffrax * 1e3:.2f} ms warm, first call {t_dfirst:.2f} s, "
+        f"mean {np.mean(att_d):.0f} steps; P_R error {err_d:.2e}; "
+        f"diffrax / shoal = {t_diffrax / t_shoal:.1f}x"
+    )
 
     sc_idx = np.arange(0, n_modes, 8 if args.smoke else 2)  # SciPy is slow: every other mode
     t0 = time.perf_counter()
@@ -284,19 +326,29 @@ def main(argv=None):
     common = np.intersect1d(sc_idx, ref_idx)
     y_sc_full = np.full_like(y_s, np.nan)
     y_sc_full[sc_idx] = y_sc
-    err_sc = float(np.max(np.abs(power_spectrum(bg, params[common], y_sc_full[common])
-                                 / power_spectrum(bg, params[common], y_ref[np.searchsorted(
-                                     ref_idx, common)]) - 1)))
-    print(f"SciPy DOP853 loop: {t_scipy * 1e3:.1f} ms for {n_modes} modes (timed on "
-          f"{len(sc_idx)}, scaled); P_R error {err_sc:.2e}; SciPy / shoal = "
-          f"{t_scipy / t_shoal:.0f}x")
+    err_sc = float(
+        np.max(
+            np.abs(
+                power_spectrum(bg, params[common], y_sc_full[common])
+                / power_spectrum(bg, params[common], y_ref[np.searchsorted(ref_idx, common)])
+                - 1
+            )
+        )
+    )
+    print(
+        f"SciPy DOP853 loop: {t_scipy * 1e3:.1f} ms for {n_modes} modes (timed on "
+        f"{len(sc_idx)}, scaled); P_R error {err_sc:.2e}; SciPy / shoal = "
+        f"{t_scipy / t_shoal:.0f}x"
+    )
 
     # spectral index against slow roll, at each mode's N_*
     ns_minus_1 = spectral_index(ln_k, power)
     sr = -4.0 / (2.0 * n_star + 1.0)
     i_pivot = int(np.argmin(np.abs(n_star - 55.0)))
-    print(f"n_s at N_* = {n_star[i_pivot]:.1f}: {1 + ns_minus_1[i_pivot]:.5f}; slow roll "
-          f"1 - 4/(2N_*+1) = {1 + sr[i_pivot]:.5f}, 1 - 2/N_* = {1 - 2 / n_star[i_pivot]:.5f}")
+    print(
+        f"n_s at N_* = {n_star[i_pivot]:.1f}: {1 + ns_minus_1[i_pivot]:.5f}; slow roll "
+        f"1 - 4/(2N_*+1) = {1 + sr[i_pivot]:.5f}, 1 - 2/N_* = {1 - 2 / n_star[i_pivot]:.5f}"
+    )
     dev = float(np.max(np.abs(ns_minus_1[1:-1] - sr[1:-1])))
     print(f"CHECK n_s_deviation_from_slow_roll {dev:.5f}")
     print(f"CHECK P_R_at_pivot {power[i_pivot]:.4e}")
@@ -328,8 +380,13 @@ def plot(bg, n_star, ln_k, power, ns_minus_1, out):
     h2 = np.interp(n_cross, bg["N"], bg["H2"])
     eps = np.interp(n_cross, bg["N"], bg["eps"])
     ax.loglog(k, power, "o", ms=3, label="Mukhanov–Sasaki modes (shoal)")
-    ax.loglog(k, h2 / (8 * np.pi**2 * eps), "-", lw=1,
-              label=r"slow roll $H^2/(8\pi^2\epsilon)$ at $k = aH$")
+    ax.loglog(
+        k,
+        h2 / (8 * np.pi**2 * eps),
+        "-",
+        lw=1,
+        label=r"slow roll $H^2/(8\pi^2\epsilon)$ at $k = aH$",
+    )
     ax.set_xlabel(r"$k$ [$M_p$, with $a = e^N$]")
     ax.set_ylabel(r"$\mathcal{P}_\mathcal{R}(k)$")
     ax.set_title("primordial power spectrum")

@@ -21,8 +21,14 @@ def run_smoke(name: str, timeout: float = 240.0) -> dict[str, float]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
     env.setdefault("MPLBACKEND", "Agg")
-    proc = subprocess.run([sys.executable, str(ROOT / "examples" / name / "main.py"), "--smoke"],
-                          env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / name / "main.py"), "--smoke"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )
     tail = f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     assert proc.returncode == 0, f"{name} --smoke failed:\n{tail}"
     checks = {}
