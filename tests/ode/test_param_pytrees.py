@@ -305,3 +305,73 @@ def test_columns_beyond_the_stack_budget_are_integrated_in_chunks(monkeypatch):
                                atol=1e-14)
     np.testing.assert_allclose(np.asarray(chunked_fwd), np.asarray(whole_fwd), rtol=1e-12,
                                atol=1e-14)
+
+
+def test_a_run_time_table_costs_no_source():
+    # A table in params is read where it lies in p: 10 000 entries generate the same code as
+    # 100 but for the digits of the sizes and offsets.
+    from shoal.ode import _codegen, _params
+
+    def source(n):
+        split = _params.split({"k": jnp.ones(1), "grid": jnp.linspace(0.0, 2.0, n),
+                               "table": jnp.ones(n)}, None, None, np.float64)
+        return _codegen.generate_model(forced_decay, 1, split.layout, np.float64).source
+
+    small, large = source(100), source(10_000)
+    assert len(large) < 1.05 * len(small)
+    assert "p + 10001" in large
+
+
+@jax.tree_util.register_pytree_node_class
+class NaturalCubicSpline:
+    """A natural cubic spline as a scientist writes it in jax.numpy: coefficients solved for
+    outside f, evaluated inside f with searchsorted and gathers."""
+
+    def __init__(self, knots, values, second):
+        self.knots, self.values, self.second = knots, values, second
+
+    @classmethod
+    def fit(cls, knots, values):
+        h = jnp.diff(knots)
+        n = knots.size
+        rows = jnp.zeros((n, n)).at[0, 0].set(1.0).at[-1, -1].set(1.0)
+        i = jnp.arange(1, n - 1)
+        rows = rows.at[i, i - 1].set(h[:-1] / 6).at[i, i].set((h[:-1] + h[1:]) / 3)
+        rows = rows.at[i, i + 1].set(h[1:] / 6)
+        slopes = jnp.diff(values) / h
+        rhs = jnp.zeros(n).at[1:-1].set(slopes[1:] - slopes[:-1])
+        return cls(knots, values, jnp.linalg.solve(rows, rhs))
+
+    def __call__(self, x):
+        k = jnp.clip(jnp.searchsorted(self.knots, x) - 1, 0, self.knots.size - 2)
+        x0, x1 = self.knots[k], self.knots[k + 1]
+        h = x1 - x0
+        a, b = (x1 - x) / h, (x - x0) / h
+        return (a * self.values[k] + b * self.values[k + 1]
+                + ((a**3 - a) * self.second[k] + (b**3 - b) * self.second[k + 1]) * h**2 / 6)
+
+    def tree_flatten(self):
+        return (self.knots, self.values, self.second), None
+
+    @classmethod
+    def tree_unflatten(cls, aux, leaves):
+        return cls(*leaves)
+
+
+def test_gradient_through_a_spline_object_against_central_differences():
+    knots = jnp.linspace(0.0, 2.0, 9)
+
+    def f(y, t, p):
+        rate, spline = p
+        return -rate * y + spline(t)
+
+    def loss(values):
+        params = (jnp.asarray(RATES), NaturalCubicSpline.fit(knots, values))
+        return jnp.sum(solve(f, jnp.ones((N, 1)), TS, params, **TIGHT)[:, -1, 0] ** 2)
+
+    values = jnp.cos(knots)
+    grad = np.asarray(jax.grad(loss)(values))
+    eps = 1e-5
+    central = np.array([(loss(values.at[i].add(eps)) - loss(values.at[i].add(-eps))) / (2 * eps)
+                        for i in range(knots.size)])
+    np.testing.assert_allclose(grad, central, rtol=1e-5, atol=1e-8)
