@@ -154,7 +154,7 @@ SHOAL_INLINE int64_t search_sorted(const S* table, int64_t n, const Q& x, bool r
   int64_t lo = 0, hi = n;
   while (lo < hi) {
     const int64_t mid = lo + (hi - lo) / 2;
-    const Q v = static_cast<Q>(table[mid]);
+    const Q v = static_cast<Q>(primal(table[mid]));  // a run-time table may hold duals
     if (right ? !lt_total(x, v) : lt_total(v, x)) {
       lo = mid + 1;
     } else {

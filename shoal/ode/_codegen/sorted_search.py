@@ -1,4 +1,5 @@
-"""``jnp.searchsorted`` into a constant sorted array: one binary search over a static table.
+"""``jnp.searchsorted`` into a constant sorted array (one binary search over a static table) or
+into a parameter leaf (the same search over the parameters, where they lie).
 
 Every ``method`` of jnp.searchsorted ('scan', 'scan_unrolled', 'sort', 'compare_all') computes
 the same thing, and each would otherwise unroll into code that grows with the table (log n
@@ -15,6 +16,7 @@ import numpy as np
 from shoal.ode._codegen.cpp import ctype as _ctype
 from shoal.ode._codegen.cpp import double, literal
 from shoal.ode._codegen.cpp import is_float as _is_float
+from shoal.ode._codegen.indexing import params_offset
 from shoal.ode._codegen.jax_internals import eager
 from shoal.ode._codegen.values import Sym
 
@@ -24,13 +26,15 @@ def searchsorted(walker, eqn, ins) -> list[Sym] | None:
     if len(ins) != 2 or len(eqn.outvars) != 1:
         return None
     table, query = ins
-    if query.is_const() or not table.is_const() or len(table.shape) != 1:
+    offset = params_offset(table)
+    if query.is_const() or not (table.is_const() or offset is not None) or len(table.shape) != 1:
         return None
     if table.dtype != query.dtype:
         return None
     em = walker.em
     out_dtype = np.dtype(eqn.outvars[0].aval.dtype)
-    values = table.const_value()
+    # JAX itself tells the side: a query equal to the first entry is past it only for 'right'.
+    values = table.const_value() if offset is None else np.arange(table.shape[0], dtype=table.dtype)
     out = np.empty(query.shape, dtype=object)
     if values.size == 0:
         out[...] = 0
@@ -39,17 +43,20 @@ def searchsorted(walker, eqn, ins) -> list[Sym] | None:
     with eager():
         found = eqn.primitive.bind(jnp.asarray(values), jnp.asarray(probe), **eqn.params)
     right = "true" if int(np.asarray(found).flat[0]) > 0 else "false"
-    if _is_float(table.dtype):
-        name = em.table("double", [double(v) for v in values])
+    if offset is not None:
+        name = f"(p + {offset})" if offset else "p"
+        key = "primal({})"
+    elif _is_float(table.dtype):
+        name = "tab::" + em.table("double", [double(v) for v in values])
         key = "primal({})"
     else:
-        name = em.table(_ctype(table.dtype), [literal(v, table.dtype) for v in values])
+        name = "tab::" + em.table(_ctype(table.dtype), [literal(v, table.dtype) for v in values])
         key = "static_cast<int64_t>({})"
     ctype = _ctype(out_dtype)
     for idx in np.ndindex(query.shape):
         q = key.format(em.render(query.elems[idx], query.dtype))
         out[idx] = em.assign(
             ctype,
-            f"static_cast<{ctype}>(search_sorted(tab::{name}, {values.size}, {q}, {right}))",
+            f"static_cast<{ctype}>(search_sorted({name}, {values.size}, {q}, {right}))",
         )
     return [Sym(out, out_dtype)]
