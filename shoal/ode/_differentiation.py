@@ -1,12 +1,14 @@
 """Differentiation of ensemble solves by continuous forward sensitivities.
 
 ``solve_ensemble`` is a ``jax.custom_jvp`` function with ``symbolic_zeros=True``: a plain call runs
-the plain kernel and nothing else. Its JVP is the plain solve plus the solution's tangent
-``_directional.directional``: a primitive linear in the tangents, which forward mode evaluates
-as one joint solve with a sensitivity column per tangent DIRECTION, and reverse mode (grad, vjp,
-jacrev) transposes into a joint solve with a column per differentiated ENTRY (y0: n columns
-starting from I; own and shared parameters: one per entry, starting from 0) contracted with the
-cotangent, so no adjoint solve is needed. A shared parameter's tangent is the same for every
+the plain kernel and nothing else. A JVP with few differentiated entries (at most
+``UNIT_COLUMNS``: y0's n, each own or shared parameter entry whose tangent is not a symbolic
+zero) integrates the joint system [y, S] with a column per entry (y0: starting from I,
+parameters: from 0) and returns ``dy = S · dθ``, a linear contraction that JAX transposes for
+reverse mode: one joint solve serves jvp, jacfwd and grad alike. With more entries (a table),
+the JVP is the plain solve plus ``_directional.directional``: a primitive linear in the
+tangents, which forward mode evaluates with one column per tangent DIRECTION and reverse mode
+transposes into columns per entry (in chunks). A shared parameter's tangent is the same for every
 trajectory, so its cotangent sums the ensemble.
 """
 
@@ -21,7 +23,7 @@ from jax.custom_derivatives import SymbolicZero
 
 from shoal.ode import _codegen, _primitive
 from shoal.ode._build import ModelBuild
-from shoal.ode._directional import directional
+from shoal.ode._directional import directional, unit_fits, unit_sensitivities, widths_of
 from shoal.ode._kernel_source import Variant
 from shoal.ode._options import SolveOptions
 
@@ -67,6 +69,10 @@ def _solve_ensemble(problem: EnsembleProblem, y0, params, shared, t_span, weight
 
 solve_ensemble = jax.custom_jvp(_solve_ensemble, nondiff_argnums=(0,))
 
+# Up to this many differentiated entries, one joint solve with a column per entry serves every
+# JVP (its tangent is a contraction); beyond, a column per tangent direction.
+UNIT_COLUMNS = 64
+
 
 def _solve_ensemble_jvp(problem: EnsembleProblem, primals, tangents):
     y0, params, shared, t_span, weights = primals
@@ -75,10 +81,20 @@ def _solve_ensemble_jvp(problem: EnsembleProblem, primals, tangents):
         raise NotImplementedError(
             "differentiating shoal.ode.solve with respect to t_span is not supported; "
             "only y0 and params are differentiable")
-    out = problem.run(y0, params, shared, t_span, weights)
     given = [not isinstance(d, SymbolicZero) for d in (dy0, dparams, dshared)]
-    if not any(given):
+    widths = widths_of(given, y0, params, shared[None])
+    if not any(widths):
+        out = problem.run(y0, params, shared, t_span, weights)
         return out, _zero_tangents(out)
+    if sum(widths) <= UNIT_COLUMNS and unit_fits(problem, y0, widths):
+        ys, S, stats = unit_sensitivities(problem, y0, params, shared, t_span, weights, widths)
+        per_trajectory = [dy0, dparams, dshared if not widths[2] else
+                          jnp.broadcast_to(dshared, (y0.shape[0], shared.shape[-1]))]
+        dtheta = jnp.concatenate([d.astype(y0.dtype) for d, w in zip(per_trajectory, widths,
+                                                                     strict=True) if w], axis=1)
+        out = (ys, *stats)
+        return out, (jnp.einsum("nsci,nc->nsi", S, dtheta), *_zero_tangents(out)[1:])
+    out = problem.run(y0, params, shared, t_span, weights)
 
     def one_direction(d, like):  # a symbolic zero becomes zeros, not a column to integrate
         return (d.astype(like.dtype) if not isinstance(d, SymbolicZero)

@@ -71,14 +71,15 @@ def _max_columns(n: int, n_params: int, itemsize: int) -> int:
     return max(1, STACK_BUDGET // (itemsize * (4 * n_params + 24 * n)) - 1)
 
 
-def _widths(wanted, y0, params, shared) -> list[int]:
+def widths_of(wanted, y0, params, shared) -> list[int]:
     """Columns a unit-column sensitivity has for y0, the own and the shared parameters."""
     sizes = (y0.shape[-1], params.shape[-1], shared.shape[-1])
     return [size if w else 0 for w, size in zip(wanted, sizes, strict=True)]
 
 
-def _unit_sensitivities(problem, y0, params, shared, t_span, weights, widths):
-    """S (N, n_save, m, n) = ∂y/∂θ: one joint solve with a column per entry (sensitivity.hpp)."""
+def unit_sensitivities(problem, y0, params, shared, t_span, weights, widths):
+    """(ys, S (N, n_save, m, n) = ∂y/∂θ, stats): one joint solve with a column per entry
+    (sensitivity.hpp) of y0, the own and the shared parameters, as ``widths`` says."""
     n_traj, n = y0.shape
     m = sum(widths)
     blocks = [y0]
@@ -88,13 +89,15 @@ def _unit_sensitivities(problem, y0, params, shared, t_span, weights, widths):
     if m - widths[0]:
         blocks.append(jnp.zeros((n_traj, n * (m - widths[0])), y0.dtype))
     sens = (bool(widths[0]), problem.parameter_columns(bool(widths[1]), bool(widths[2])))
-    ys_joint = problem.run(jnp.concatenate(blocks, axis=1), params, shared, t_span,
-                           _joint_weights(weights, m), sens=sens,
-                           error_components=_error_components(problem, n))[0]
-    return ys_joint[..., n:].reshape(n_traj, ys_joint.shape[1], m, n)
+    ys_joint, *stats = problem.run(jnp.concatenate(blocks, axis=1), params, shared, t_span,
+                                   _joint_weights(weights, m), sens=sens,
+                                   error_components=_error_components(problem, n))
+    S = ys_joint[..., n:].reshape(n_traj, ys_joint.shape[1], m, n)
+    return ys_joint[..., :n], S, stats
 
 
-def _unit_fits(problem, y0, widths) -> bool:
+def unit_fits(problem, y0, widths) -> bool:
+    """Whether one joint solve can integrate a column per entry within the stack budget."""
     return sum(widths) <= _max_columns(y0.shape[-1], problem.n_params, y0.dtype.itemsize)
 
 
@@ -132,14 +135,14 @@ def _per_trajectory(dshared, n_traj: int):
 
 def _evaluate(y0, params, shared, t_span, weights, dy0, dparams, dshared, *, problem, given):
     m, n_traj, n = dy0.shape
-    widths = _widths(given, y0, params, shared)
+    widths = widths_of(given, y0, params, shared)
     entries = sum(widths)
     if entries == 0:  # the only tangents are of empty inputs
         return jnp.zeros((m, n_traj, t_span.shape[-1], n), y0.dtype)
-    if m >= entries and _unit_fits(problem, y0, widths):
+    if m >= entries and unit_fits(problem, y0, widths):
         # As many directions as differentiated entries (jacfwd of a small problem): a column
         # per entry, contracted with every direction, is the cheaper joint solve.
-        S = _unit_sensitivities(problem, y0, params, shared, t_span, weights, widths)
+        S = unit_sensitivities(problem, y0, params, shared, t_span, weights, widths)[1]
         tangents = [dy0, dparams, _per_trajectory(dshared, n_traj)]
         theta = jnp.concatenate([d for d, w in zip(tangents, widths, strict=True) if w], axis=2)
         return jnp.einsum("nsci,knc->knsi", S, theta.astype(y0.dtype))
@@ -199,13 +202,13 @@ def _transpose(ct, y0, params, shared, t_span, weights, dy0, dparams, dshared, *
         return [None] * 5 + [jnp.zeros(a.shape, a.dtype) if w else None
                              for a, w in zip(avals, wanted, strict=True)]
     n_traj = y0.shape[0]
-    widths = _widths(wanted, y0, params, shared)
+    widths = widths_of(wanted, y0, params, shared)
     entries = sum(widths)
     if entries == 0:
         return [None] * 5 + [jnp.zeros(a.shape, a.dtype) if w else None
                              for a, w in zip(avals, wanted, strict=True)]
-    if _unit_fits(problem, y0, widths):
-        S = _unit_sensitivities(problem, y0, params, shared, t_span, weights, widths)
+    if unit_fits(problem, y0, widths):
+        S = unit_sensitivities(problem, y0, params, shared, t_span, weights, widths)[1]
         cts = jnp.einsum("nsci,knsi->knc", S, ct)  # (K, N, entries)
     else:
         # Too many entries for one joint solve: the same columns as directions e_k, in chunks.

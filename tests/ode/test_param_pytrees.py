@@ -396,3 +396,36 @@ def _params_layout(params):
     from shoal.ode import _params
 
     return _params.split(params, None, None, np.float64).layout
+
+
+@pytest.mark.parametrize("method", ["tsit5", "rodas5p"])
+def test_directions_and_unit_columns_give_the_same_derivatives(method, monkeypatch):
+    # Above UNIT_COLUMNS entries the JVP integrates directions; forced here on a small problem,
+    # on the plain solve's steps every derivative equals the unit-column one.
+    import shoal.ode._differentiation as differentiation
+
+    opts = dict(method=method, sens_error_control=False, **TIGHT)
+
+    def ys(y0, params):
+        return solve(forced_decay, y0, TS, params, **opts)
+
+    def loss(y0, params):
+        return jnp.sum(ys(y0, params)[:, -1] ** 2)
+
+    y0, params = jnp.ones((N, 1)), table_params()
+    dparams = jax.tree_util.tree_map(lambda x: 0.1 * jnp.cos(x), params)
+    transforms = {
+        "jvp": lambda: jax.jvp(ys, (y0, params), (0.5 * y0, dparams))[1],
+        "jacfwd": lambda: jax.jacfwd(ys, argnums=(0, 1))(y0, params),
+        "grad": lambda: jax.grad(loss, argnums=(0, 1))(y0, params),
+        "vmap_grad": lambda: jax.vmap(jax.grad(loss, argnums=1), in_axes=(None, 0))(
+            y0, jax.tree_util.tree_map(lambda x: jnp.stack([x, 1.5 * x]), params)),
+    }
+    unit = {name: fn() for name, fn in transforms.items()}
+    monkeypatch.setattr(differentiation, "UNIT_COLUMNS", 0)
+    for name, fn in transforms.items():
+        got = fn()
+        for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(unit[name]),
+                        strict=True):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-11, atol=1e-13,
+                                       err_msg=name)
