@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 
 from shoal.ode._codegen.cpp import literal
@@ -16,6 +17,9 @@ class Emitter:
         self.tables: list[tuple[str, str, list[str]]] = []  # (C type, name, initialisers)
         self._table_names: dict[tuple, str] = {}
         self._local_arrays: dict[tuple, str] = {}
+        # Common-subexpression elimination: (C type, expression) -> the local already holding it.
+        # Every statement is a pure `const` definition, so an identical one is the same value.
+        self._assigned: dict[tuple[str, str], str] = {}
         self._count = 0
         # Floats (T) the statements compute, and for every integer or bool local the floats it
         # was computed from: a value read at that index must depend on them for the sparsity
@@ -31,13 +35,27 @@ class Emitter:
         return elem if isinstance(elem, str) else literal(elem, dtype)
 
     def assign(self, ctype: str, expr: str) -> str:
+        """The name of a local ``const ctype name = expr;``, reusing an identical earlier one."""
+        key = (ctype, expr)
+        if key in self._assigned:
+            return self._assigned[key]
         name = self.fresh()
+        self._assigned[key] = name
         self.lines.append(f"const {ctype} {name} = {expr};")
         if ctype == "T":
             self.floats.add(name)
         else:
             self.index_deps[name] = self.deps_of(expr)
         return name
+
+    @contextlib.contextmanager
+    def scope(self):
+        """Statements emitted inside a C++ block: what they define is not reused after it."""
+        saved = dict(self._assigned), dict(self._local_arrays)
+        try:
+            yield
+        finally:
+            self._assigned, self._local_arrays = saved
 
     def deps_of(self, expr: str) -> frozenset[str]:
         """The floats an expression was computed from, through integer and bool locals."""

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from shoal.ode._codegen import array_loops
 from shoal.ode._codegen.emitter import Emitter
 from shoal.ode._codegen.tracing import trace
 from shoal.ode._codegen.values import Sym, const_sym
@@ -37,8 +38,7 @@ def generate_model(f, n_vars: int, n_params: int, dtype) -> GeneratedModel:
     consts = [const_sym(np.asarray(c)) for c in closed.consts]
     (out,) = Walker(em).run(closed.jaxpr, consts, [y, t, p])
     body = list(em.lines)
-    for i, e in enumerate(out.elems.flat):
-        body.append(f"dy[{i}] = {em.render(e, out.dtype)};")
+    body += array_loops.copy_lines("dy", list(out.elems.flat), lambda e: em.render(e, out.dtype))
     indent = "    "
     if em.tables:
         # Device code must read the __device__ copy of a table and host code the host copy.
