@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np
+import scipy.interpolate
 
 LMAX = 15  # photon temperature, polarisation and massless-neutrino multipoles 0..LMAX
 NU_BINS = 3  # massive-neutrino momentum bins ...
@@ -23,27 +24,18 @@ LOG_A = (-14.0, 0.5)
 
 
 def natural_cubic_spline(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, ...]:
-    """(knots, values, second derivatives) of the natural cubic spline through (x, y)."""
-    n = x.size
-    h = np.diff(x)
-    a = np.zeros((n, n))
-    rhs = np.zeros(n)
-    a[0, 0] = a[-1, -1] = 1.0
-    for i in range(1, n - 1):
-        a[i, i - 1 : i + 2] = h[i - 1], 2 * (h[i - 1] + h[i]), h[i]
-        rhs[i] = 6 * ((y[i + 1] - y[i]) / h[i] - (y[i] - y[i - 1]) / h[i - 1])
-    return x, y, np.linalg.solve(a, rhs)
+    """(knots, then the cubic, quadratic, linear and constant coefficient of each interval) of
+    the natural cubic spline through (x, y)."""
+    return (x, *scipy.interpolate.CubicSpline(x, y, bc_type="natural").c)
 
 
 def spline_eval(coefficients, s):
     """The spline at scalar s (clamped to its knots), in jax.numpy: searchsorted + gathers."""
-    x, y, m = (jnp.asarray(c) for c in coefficients)
+    x, c3, c2, c1, c0 = (jnp.asarray(c) for c in coefficients)
     s = jnp.clip(s, x[0], x[-1])
     i = jnp.clip(jnp.searchsorted(x, s, side="right") - 1, 0, x.size - 2)
-    h = x[i + 1] - x[i]
-    u = (x[i + 1] - s) / h
-    v = (s - x[i]) / h
-    return u * y[i] + v * y[i + 1] + ((u**3 - u) * m[i] + (v**3 - v) * m[i + 1]) * h * h / 6.0
+    dx = s - x[i]
+    return c0[i] + dx * (c1[i] + dx * (c2[i] + dx * c3[i]))
 
 
 def _tables():

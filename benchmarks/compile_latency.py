@@ -16,7 +16,7 @@ development machine is shared, and the minimum is the least-disturbed figure.
 
     PYTHONPATH=. .venv/bin/python benchmarks/compile_latency.py
     PYTHONPATH=. .venv/bin/python benchmarks/compile_latency.py --cases table --repeats 1
-    PYTHONPATH=. .venv/bin/python benchmarks/compile_latency.py --checkout /work/main  # "before"
+    PYTHONPATH=. .venv/bin/python benchmarks/compile_latency.py --checkout /tmp/base,.  # both
 
 Cases (goals from issue 12 in brackets):
   lorenz_tsit5, lorenz_rodas5p   3 variables [<= 0.5 s]
@@ -153,23 +153,30 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cases", default=",".join(CASES), help="comma-separated case names")
     parser.add_argument("--repeats", type=int, default=3, help="cold runs per case (min kept)")
-    parser.add_argument("--checkout", type=Path, default=HERE.parent,
-                        help="the shoal checkout to measure (default: this one)")
+    parser.add_argument("--checkout", default=str(HERE.parent),
+                        help="comma-separated shoal checkouts to measure, interleaved run by run "
+                             "so that a change of load hits all alike (default: this one)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         _child(args.child)
         return
-    print(f"{'case':<20} | {'codegen':>8} | {'compile':>8} | {'total':>8} | {'goal':>5} | "
-          f"{'lines':>7} | libs")
-    print("-" * 78)
+    checkouts = [Path(c).resolve() for c in args.checkout.split(",")]
+    print(f"{'case':<20} | {'checkout':<16} | {'codegen':>8} | {'compile':>8} | {'total':>8} | "
+          f"{'goal':>5} | {'lines':>7} | libs")
+    print("-" * 97)
     for name in args.cases.split(","):
-        runs = [measure(name, args.checkout.resolve()) for _ in range(args.repeats)]
-        best = {key: min(run[key] for run in runs) for key in runs[0]}
+        runs = {c: [] for c in checkouts}
+        for _ in range(args.repeats):
+            for checkout in checkouts:
+                runs[checkout].append(measure(name, checkout))
         goal = GOALS.get(name)
-        print(f"{name:<20} | {best['codegen']:7.2f}s | {best['compile']:7.2f}s | "
-              f"{best['total']:7.2f}s | {f'{goal:g}s' if goal else '-':>5} | "
-              f"{best['lines']:>7} | {best['libs']}", flush=True)
+        for checkout, figures in runs.items():
+            best = {key: min(run[key] for run in figures) for key in figures[0]}
+            print(f"{name:<20} | {str(checkout)[-16:]:<16} | {best['codegen']:7.2f}s | "
+                  f"{best['compile']:7.2f}s | {best['total']:7.2f}s | "
+                  f"{f'{goal:g}s' if goal else '-':>5} | {best['lines']:>7} | {best['libs']}",
+                  flush=True)
 
 
 if __name__ == "__main__":
