@@ -53,3 +53,15 @@ def forced_bateman(y, t, p):
     n = y.shape[0]
     source = jnp.concatenate([(p[n] * t)[None], jnp.zeros((n - 1,), y.dtype)])
     return bateman(y, t, p) + source
+
+
+def moment_hierarchy(y, t, p):
+    """A Boltzmann-like moment hierarchy of any length n, p = (a, b):
+    y_l' = a (l y_{l-1} − (l+1) y_{l+1}) / (2l+1) − b l² / n · y_l (y_{-1} = y_n = 0); tridiagonal
+    Jacobian, damping rising to b n at the top (stiff for large n b)."""
+    n = y.shape[0]
+    ell = jnp.arange(n, dtype=y.dtype)
+    zero = jnp.zeros((1,), y.dtype)
+    below = jnp.concatenate([zero, y[:-1]])
+    above = jnp.concatenate([y[1:], zero])
+    return p[0] * (ell * below - (ell + 1) * above) / (2 * ell + 1) - p[1] * ell * ell / n * y

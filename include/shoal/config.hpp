@@ -14,6 +14,15 @@
 
 #define SHOAL_INLINE SHOAL_HD inline
 
+// For long straight-line functions (the unrolled sparse triangular solves): g++'s basic-block
+// SLP vectoriser is superlinear there (5 of 8 s compiling a 300-variable sparse solve) and finds
+// little to vectorise in a chain of dependent multiply-subtracts.
+#if defined(__GNUC__) && !defined(__clang__) && !defined(SHOAL_DEVICE_COMPILE)
+#define SHOAL_NO_SLP __attribute__((optimize("no-tree-slp-vectorize")))
+#else
+#define SHOAL_NO_SLP
+#endif
+
 #ifndef __CUDACC_RTC__
 #include <cstdint>
 #else

@@ -50,7 +50,9 @@ def generated_model(f, n_vars: int, params: int | ParamLayout,
 def structural_pattern(model: _codegen.GeneratedModel) -> np.ndarray:
     """Boolean (n, n), read-only: entry (i, j) when f_i structurally depends on y_j."""
     n = model.n_vars
-    lib = ctypes.CDLL(str(_jit.compile_library(_kernel_source.sparsity_tracer_source(model))))
+    # Run once, so not worth optimising: -O0 compiles a large model's tracer 60x faster.
+    source = _kernel_source.sparsity_tracer_source(model)
+    lib = ctypes.CDLL(str(_jit.compile_library(source, optimization="-O0")))
     out = (ctypes.c_ubyte * (n * n))()
     lib.shoal_sparsity_pattern(out)
     pattern = np.frombuffer(bytes(out), dtype=np.uint8).reshape(n, n).astype(bool)

@@ -953,3 +953,11 @@ def test_closing_over_a_traced_integer_is_a_value_error():
 
     with pytest.raises(ModelTraceError, match="through params"):
         jax.jit(outer)(3)
+
+
+def test_repeated_subexpressions_are_emitted_once():
+    def f(y, t, p):
+        return jnp.stack([jnp.sin(y[0] * p[0]) + 1.0, jnp.sin(y[0] * p[0]) * 2.0])
+
+    source = generate_model(f, 2, 1, np.float64).source.replace("dy[1]", "")
+    assert source.count("sin(") == 1 and source.count("(y[0] * p[0])") == 1

@@ -52,6 +52,35 @@ def _gather_fill(value, dtype):
     return int(info.max if jnp.issubdtype(dtype, jnp.unsignedinteger) else info.min)
 
 
+def _numpy_move(name: str, params: dict, arrays: list):
+    """The common movements in NumPy, or None: each distinct eager JAX bind compiles an XLA
+    executable (~50 ms), which made most of a 72-variable model's translation time."""
+    x = arrays[0]
+    if name == "slice" and all(isinstance(v, np.ndarray) for v in arrays):
+        strides = params["strides"] or (1,) * x.ndim
+        return x[tuple(slice(b, e, st) for b, e, st in zip(
+            params["start_indices"], params["limit_indices"], strides, strict=True))]
+    if name == "squeeze":
+        return np.squeeze(x, axis=tuple(params["dimensions"]))
+    if name == "expand_dims":
+        return np.expand_dims(x, axis=tuple(params["dimensions"]))
+    if name == "reshape" and params.get("dimensions") is None:
+        return x.reshape(params["new_sizes"])
+    if name == "broadcast_in_dim" and params.get("sharding") is None and len(arrays) == 1:
+        shape, dims = tuple(params["shape"]), tuple(params["broadcast_dimensions"])
+        expanded = [1] * len(shape)
+        for axis, size in zip(dims, x.shape, strict=True):
+            expanded[axis] = size
+        return np.broadcast_to(x.reshape(expanded), shape)
+    if name == "concatenate":
+        return np.concatenate(arrays, axis=params["dimension"])
+    if name == "rev":
+        return np.flip(x, axis=tuple(params["dimensions"]))
+    if name == "transpose":
+        return np.transpose(x, params["permutation"])
+    return None
+
+
 def move(walker, eqn, ins) -> list[Sym]:
     name = eqn.primitive.name
     data_pos = DATA_OPERANDS[name]
@@ -68,29 +97,36 @@ def move(walker, eqn, ins) -> list[Sym]:
         if i in data_pos:
             ids = np.arange(len(pool), len(pool) + s.elems.size, dtype=np.int32)
             pool.extend(s.elems.flat)
-            bound.append(jnp.asarray(ids.reshape(s.shape)))
+            bound.append(ids.reshape(s.shape))
         else:
             if not s.is_const():
                 raise NotImplementedError(
                     f"'{name}' with indices that depend on the state, time or parameters is"
                     f" not supported (at {walker.where(eqn)}); indices must be constants here"
                 )
-            bound.append(jnp.asarray(s.const_value()))
+            bound.append(s.const_value())
     params = dict(eqn.params)
+    moved = _numpy_move(name, params, bound)
+    if moved is not None:
+        return _elements([moved], eqn.outvars, pool, None)
     fill = None
     if "fill_value" in params:
         # Out-of-bounds gathers come back as id -1 and take the user's fill value (or JAX's).
         fill, params["fill_value"] = params["fill_value"], -1
     try:
         with eager():
-            out = eqn.primitive.bind(*bound, **params)
+            out = eqn.primitive.bind(*[jnp.asarray(b) for b in bound], **params)
     except Exception as err:  # noqa: BLE001
         raise NotImplementedError(
             f"shoal cannot translate '{name}' with these parameters (at {walker.where(eqn)}): {err}"
         ) from err
-    outs = out if eqn.primitive.multiple_results else [out]
+    return _elements(out if eqn.primitive.multiple_results else [out], eqn.outvars, pool, fill)
+
+
+def _elements(outs, outvars, pool: list, fill) -> list[Sym]:
+    """The moved ids mapped back to the elements they stand for (-1: out of bounds)."""
     results = []
-    for o, var in zip(outs, eqn.outvars, strict=True):
+    for o, var in zip(outs, outvars, strict=True):
         ids = np.asarray(o)
         elems = np.empty(ids.shape, dtype=object)
         missing = _gather_fill(fill, var.aval.dtype)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from shoal.ode._codegen import array_loops
 from shoal.ode._codegen.cpp import ctype as _ctype
 from shoal.ode._codegen.cpp import is_float as _is_float
 from shoal.ode._codegen.values import Sym
@@ -84,8 +85,11 @@ def elementwise(walker, eqn, ins) -> Sym:
     # First: an unsupported primitive (sort, argmax, ...) must be named, not fail to broadcast.
     fmt, ctype = format_for(walker, eqn, ins, out_dtype)
     arrays = [np.broadcast_to(s.elems, shape) for s in ins]
-    out = np.empty(shape, dtype=object)
     em = walker.em
+    if ins and int(np.prod(shape)) >= array_loops.LOOP_MIN_SIZE:
+        out = array_loops.loop(em, fmt, ctype, arrays, [s.dtype for s in ins], shape)
+        return Sym(out, out_dtype)
+    out = np.empty(shape, dtype=object)
     for idx in np.ndindex(shape):
         operands = [em.render(a[idx], s.dtype) for a, s in zip(arrays, ins, strict=True)]
         out[idx] = em.assign(ctype, fmt.format(*operands))

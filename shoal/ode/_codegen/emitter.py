@@ -33,13 +33,16 @@ class Emitter:
     # Caches of names declared in the body: a name declared inside a block (a loop's body) is out
     # of scope after it, and one computed from a loop's mutable carries must not stand for the
     # same expression outside, so block() restores these on leaving (and rewind() too).
-    _SCOPED = ("_local_arrays",)
+    _SCOPED = ("_local_arrays", "_assigned")
 
     def __init__(self):
         self.lines: list[str] = []
         self.tables: list[tuple[str, str, list[str]]] = []  # (C type, name, initialisers)
         self._table_names: dict[tuple, str] = {}
         self._local_arrays: dict[tuple, str] = {}
+        # Common-subexpression elimination: (C type, expression) -> the local already holding it.
+        # Every statement is a pure `const` definition, so an identical one is the same value.
+        self._assigned: dict[tuple[str, str], str] = {}
         self._count = 0
         # Floats (T) the statements compute, and for every integer or bool local the floats it
         # was computed from: a value read at that index must depend on them for the sparsity
@@ -55,7 +58,12 @@ class Emitter:
         return elem if isinstance(elem, str) else literal(elem, dtype)
 
     def assign(self, ctype: str, expr: str) -> str:
+        """The name of a local ``const ctype name = expr;``, reusing an identical earlier one."""
+        key = (ctype, expr)
+        if key in self._assigned:
+            return self._assigned[key]
         name = self.fresh()
+        self._assigned[key] = name
         self.lines.append(f"const {ctype} {name} = {expr};")
         if ctype == "T":
             self.floats.add(name)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import jax
 import numpy as np
 
+from shoal.ode._codegen import array_loops
 from shoal.ode._codegen.emitter import Emitter, live
 from shoal.ode._codegen.tracing import ModelTraceError, trace
 from shoal.ode._codegen.values import Sym, const_sym
@@ -68,7 +69,8 @@ def generate(f, n_vars: int, params: int | ParamLayout, dtype) -> tuple[Generate
         else:
             consts.append(const_sym(np.asarray(c)))
     (out,) = Walker(em).run(closed.jaxpr, consts, [y, t, p])
-    outputs = [f"dy[{i}] = {em.render(e, out.dtype)};" for i, e in enumerate(out.elems.flat)]
+    outputs = array_loops.copy_lines("dy", list(out.elems.flat),
+                                     lambda e: em.render(e, out.dtype))
     body = [*live(em.lines, outputs), *outputs]
     read = set(re.findall(r"\w+", "\n".join(body)))
     tables = [

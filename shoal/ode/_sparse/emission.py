@@ -153,9 +153,10 @@ def _emit(s: SparseStructure, name: str, factor_unrolled: bool, solve_unrolled: 
         "",
         "  // b (ORIGINAL ordering) := A^-1 b with the factors from factor(); the permutation is",
         "  // applied in place. Factors are read as T(a[k]).",
-        "  template <class S, class T> SHOAL_HD static void solve(const S* a, T* b) {",
     ]
     if solve_unrolled:
+        out.append("  template <class S, class T> SHOAL_NO_SLP SHOAL_HD static void solve("
+                   "const S* a, T* b) {")
         perm, ptr, dp, co = (x.tolist() for x in (s.perm, s.row_ptr, s.diag_ptr, s.col_orig))
         for i in range(n):  # forward: L y = P b, y stored at b[perm[i]]
             if dp[i] > ptr[i]:
@@ -166,6 +167,7 @@ def _emit(s: SparseStructure, name: str, factor_unrolled: bool, solve_unrolled: 
             out.append(f"    {{ T s = b[{perm[i]}];{terms} b[{perm[i]}] = s / T(a[{dp[i]}]); }}")
     else:
         out += [
+            "  template <class S, class T> SHOAL_HD static void solve(const S* a, T* b) {",
             tab,
             f"    for (int i = 0; i < {n}; ++i) {{",
             "      const int pi = tab::perm[i];",

@@ -1,0 +1,183 @@
+"""Cold compile latency of shoal models (issue 12): what a user waits for the first solve.
+
+Each case runs in a fresh Python process with an empty temporary ``SHOAL_CACHE_DIR`` (so nothing
+is reused from disk or memory) and makes its first call once; the process reports
+
+* ``codegen``: tracing ``f`` and printing its C++ (``generate_model``, all calls),
+* ``compile``: the C++ compiler, summed over the libraries the call builds (a ``sparsity="auto"``
+  solve builds two: the sparsity tracer and the solver),
+* ``total``: the first call's wall time (trace, codegen, sparse analysis, JAX lowering, compile,
+  load and the tiny solve itself; JAX's import and start-up excluded),
+* ``lines``: lines of the generated translation units (the core headers not counted), summed,
+* ``libs``: how many libraries were compiled.
+
+Every case is repeated (``--repeats``, default 3) and the minimum of each column is reported: the
+development machine is shared, and the minimum is the least-disturbed figure.
+
+    PYTHONPATH=. .venv/bin/python benchmarks/compile_latency.py
+    PYTHONPATH=. .venv/bin/python benchmarks/compile_latency.py --cases table --repeats 1
+    PYTHONPATH=. .venv/bin/python benchmarks/compile_latency.py --checkout /tmp/base,.  # both
+
+Cases (goals from issue 12 in brackets):
+  lorenz_tsit5, lorenz_rodas5p   3 variables [<= 0.5 s]
+  table                          2 variables, a 2 000-entry jnp.interp table, Tsit5 [<= 2 s]
+  boltzmann_dense, _sparse       the DISCO-EB-sized model of _boltzmann_like.py, Rodas5P, dense
+                                 and sparsity="auto" [<= 10 s]
+  boltzmann_grad                 jax.grad of a loss through its dense solve, 3 parameters
+                                 [<= 20 s]
+  hierarchy300_sparse            a 300-variable moment hierarchy, sparsity="auto" [< 15 s]
+  hierarchy400_dense, _sparse    the same at 400 variables
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+if str(HERE.parent) not in sys.path:
+    sys.path.insert(0, str(HERE.parent))
+
+TAG = "@@compile_latency@@ "
+GOALS = {"lorenz_tsit5": 0.5, "lorenz_rodas5p": 0.5, "table": 2.0, "boltzmann_dense": 10.0,
+         "boltzmann_sparse": 10.0, "boltzmann_grad": 20.0, "hierarchy300_sparse": 15.0}
+CASES = ("lorenz_tsit5", "lorenz_rodas5p", "table", "boltzmann_dense", "boltzmann_sparse",
+         "boltzmann_grad", "hierarchy300_sparse", "hierarchy400_dense", "hierarchy400_sparse")
+
+
+def _case(name: str):
+    """A zero-argument callable making the case's first solve (everything imported here)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from shoal.ode import solve
+
+    if name.startswith("lorenz"):
+        def lorenz(y, t, p):
+            return jnp.stack([10.0 * (y[1] - y[0]), y[0] * (p[0] - y[2]) - y[1],
+                              y[0] * y[1] - 8.0 / 3.0 * y[2]])
+        method = name.split("_")[1]
+        return lambda: solve(lorenz, jnp.array([1.0, 0.0, 0.0]), jnp.array([0.0, 1e-3]),
+                             jnp.array([21.0]), method=method)
+    if name == "table":
+        ts = np.linspace(0.0, 1.0, 2000)
+        rate = 1.0 + 0.5 * np.sin(6.0 * ts)
+
+        def decay(y, t, p):
+            k = jnp.interp(t, ts, rate)
+            return jnp.stack([-k * y[0] + y[1], -p[0] * y[1]])
+        return lambda: solve(decay, jnp.array([1.0, 1.0]), jnp.array([0.0, 1e-3]),
+                             jnp.array([2.0]), method="tsit5")
+    if name.startswith("boltzmann"):
+        from benchmarks import _boltzmann_like as model
+
+        y0 = jnp.asarray(model.initial_state())
+        t_span = jnp.array(model.TAU_SPAN)
+        params = jnp.asarray(model.PARAMS)
+        sparsity = "auto" if name.endswith("sparse") else None
+        if name.endswith("grad"):
+            def loss(p):
+                return jnp.sum(solve(model.rhs, y0, t_span, p, rtol=1e-6, atol=1e-10)[-1] ** 2)
+            return lambda: jax.grad(loss)(params)
+        return lambda: solve(model.rhs, y0, t_span, params, rtol=1e-6, atol=1e-10,
+                             sparsity=sparsity)
+    if name.startswith("hierarchy"):
+        sys.path.insert(0, str(HERE.parent / "tests"))
+        from stiff_problems import moment_hierarchy
+
+        n = int(name[len("hierarchy"):].split("_")[0])
+        sparsity = "auto" if name.endswith("sparse") else None
+        y0 = 1.0 / (1.0 + jnp.arange(n, dtype=jnp.float64))
+        return lambda: solve(moment_hierarchy, y0, jnp.array([0.0, 1e-3]), jnp.array([1.0, 0.1]),
+                             sparsity=sparsity)
+    raise ValueError(f"unknown case {name!r}; the cases are {', '.join(CASES)}")
+
+
+def _child(name: str) -> None:
+    """Run one case in this (fresh) process and print its figures as one tagged JSON line."""
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    from shoal import _jit
+    from shoal.ode import _codegen
+
+    figures = {"codegen": 0.0, "compile": 0.0, "lines": 0, "libs": 0}
+    generate, build = _codegen.generate_model, _jit._build_library
+
+    def timed_generate(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return generate(*args, **kwargs)
+        finally:
+            figures["codegen"] += time.perf_counter() - start
+
+    def timed_build(src, output, *args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return build(src, output, *args, **kwargs)
+        finally:
+            figures["compile"] += time.perf_counter() - start
+            figures["lines"] += Path(src).read_text().count("\n")
+            figures["libs"] += 1
+
+    _codegen.generate_model, _jit._build_library = timed_generate, timed_build
+    call = _case(name)
+    start = time.perf_counter()
+    jax.block_until_ready(call())
+    figures["total"] = time.perf_counter() - start
+    print(TAG + json.dumps(figures), flush=True)
+
+
+def measure(name: str, checkout: Path) -> dict:
+    """One cold run of a case in a fresh process with an empty cache directory, importing shoal
+    from ``checkout`` (the models come from this script's checkout)."""
+    with tempfile.TemporaryDirectory(prefix="shoal-latency-") as cache:
+        path = os.pathsep.join(dict.fromkeys([str(checkout), str(HERE.parent)]))
+        env = dict(os.environ, SHOAL_CACHE_DIR=cache, PYTHONPATH=path)
+        proc = subprocess.run([sys.executable, __file__, "--child", name], env=env,
+                              capture_output=True, text=True)
+    for line in proc.stdout.splitlines():
+        if line.startswith(TAG):
+            return json.loads(line[len(TAG):])
+    raise RuntimeError(f"case {name} failed:\n{proc.stdout}\n{proc.stderr}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--cases", default=",".join(CASES), help="comma-separated case names")
+    parser.add_argument("--repeats", type=int, default=3, help="cold runs per case (min kept)")
+    parser.add_argument("--checkout", default=str(HERE.parent),
+                        help="comma-separated shoal checkouts to measure, interleaved run by run "
+                             "so that a change of load hits all alike (default: this one)")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        _child(args.child)
+        return
+    checkouts = [Path(c).resolve() for c in args.checkout.split(",")]
+    print(f"{'case':<20} | {'checkout':<16} | {'codegen':>8} | {'compile':>8} | {'total':>8} | "
+          f"{'goal':>5} | {'lines':>7} | libs")
+    print("-" * 97)
+    for name in args.cases.split(","):
+        runs = {c: [] for c in checkouts}
+        for _ in range(args.repeats):
+            for checkout in checkouts:
+                runs[checkout].append(measure(name, checkout))
+        goal = GOALS.get(name)
+        for checkout, figures in runs.items():
+            best = {key: min(run[key] for run in figures) for key in figures[0]}
+            print(f"{name:<20} | {str(checkout)[-16:]:<16} | {best['codegen']:7.2f}s | "
+                  f"{best['compile']:7.2f}s | {best['total']:7.2f}s | "
+                  f"{f'{goal:g}s' if goal else '-':>5} | {best['lines']:>7} | {best['libs']}",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+"""Elementwise equations over long arrays are emitted as C++ loops (``_codegen.array_loops``):
+the same values bit for bit as the straight-line emission, in plain and dual numbers, the same
+sparsity pattern, and a source that does not grow with the array's length."""
+
+from __future__ import annotations
+
+import ctypes
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from test_codegen import CompiledModel, jax_eval
+from test_scans import _JACOBIAN_HARNESS
+
+from shoal import _jit
+from shoal.ode._codegen import array_loops, generate_model
+from shoal.ode._model import structural_pattern
+
+N = 40  # above LOOP_MIN_SIZE
+
+
+def mixed(y, t, p):
+    """Broadcast scalars, constant arrays, slices, concatenations, a reversal, integer and bool
+    arrays (an index computed from the state) and a select."""
+    ell = jnp.arange(N, dtype=y.dtype)
+    below = jnp.concatenate([jnp.zeros((1,), y.dtype), y[:-1]])
+    above = jnp.concatenate([y[1:], y[:1]])
+    s = p[0] * (ell * below - (ell + 1) * above) / (2 * ell + 1) + jnp.sin(y[::-1]) * t
+    k = jnp.clip((jnp.abs(y) * 10).astype(jnp.int32), 0, 3) + jnp.arange(N) % 2
+    table = jnp.asarray(np.linspace(1.0, 2.0, 5), y.dtype)
+    return jnp.where(y > 0, s, jnp.exp(-y) * p[1]) + table[k] * y**2
+
+
+def _straight_line(monkeypatch):
+    monkeypatch.setattr(array_loops, "LOOP_MIN_SIZE", 10**9)
+
+
+def _jacobian(model, y, p):
+    lib = ctypes.CDLL(str(_jit.compile_library(model.source + _JACOBIAN_HARNESS)))
+    ptr = ctypes.POINTER(ctypes.c_double)
+    lib.jacobian.argtypes = [ptr, ctypes.c_double, ptr, ptr]
+    jac = np.full((N, N), np.nan)
+    lib.jacobian(y.ctypes.data_as(ptr), 0.7, p.ctypes.data_as(ptr), jac.ctypes.data_as(ptr))
+    return jac
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_loops_equal_straight_line_code_bit_for_bit(dtype, monkeypatch):
+    rng = np.random.default_rng(0)
+    y, p = rng.normal(size=N).astype(dtype), np.array([1.3, -0.4], dtype)
+    looped = CompiledModel(mixed, N, 2, dtype)
+    assert "for (int i = 0; i < 40; ++i)" in looped.model.source
+    _straight_line(monkeypatch)
+    straight = CompiledModel(mixed, N, 2, dtype)
+    assert "for (int i" not in straight.model.source
+    got = looped(y, 0.7, p)
+    np.testing.assert_array_equal(got, straight(y, 0.7, p))
+    want = jax_eval(mixed, y, 0.7, p, dtype)
+    np.testing.assert_allclose(got, want, rtol=1e-13 if dtype == np.float64 else 1e-6)
+
+
+def test_dual_jacobian_and_sparsity_pattern_equal_straight_line_code(monkeypatch):
+    rng = np.random.default_rng(1)
+    y, p = rng.normal(size=N), np.array([0.9, 2.0])
+    looped = generate_model(mixed, N, 2, np.float64)
+    jac, pattern = _jacobian(looped, y, p), structural_pattern(looped)
+    _straight_line(monkeypatch)
+    straight = generate_model(mixed, N, 2, np.float64)
+    np.testing.assert_array_equal(jac, _jacobian(straight, y, p))
+    np.testing.assert_array_equal(pattern, structural_pattern(straight))
+    want = np.asarray(jax.jacfwd(mixed)(jnp.asarray(y), 0.7, jnp.asarray(p)))
+    np.testing.assert_allclose(jac, want, rtol=1e-12, atol=1e-300)
+
