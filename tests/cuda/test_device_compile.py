@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from shoal._jit import include_dir
-from shoal.ode import _codegen, _kernel_source
+from shoal.ode import _codegen, _kernel_source, _params
 from shoal.ode._kernel_source import Variant
 from shoal.ode._model import detect_pattern
 from shoal.ode._options import Method, Ordering, SparsityPattern
@@ -56,11 +56,19 @@ def _namespaced(model: _codegen.GeneratedModel, namespace: str) -> str:
 def _translation_unit() -> str:
     rob = _codegen.generate_model(robertson, 3, 3, np.float64)
     ring_model = _codegen.generate_model(ring, 16, 1, np.float64)
+    # A model with shared parameters (a run-time table): solve_one assembles its p.
+    shared = _params.split({"k": jnp.ones(1), "grid": jnp.linspace(0.0, 1.0, 40),
+                            "table": jnp.ones(40)}, None, None, np.float64)
+    table_model = _codegen.generate_model(
+        lambda y, t, p: -p["k"] * y + jnp.interp(t, p["grid"], p["table"]), 1, shared.layout,
+        np.float64)
     pattern = detect_pattern(ring, 16, 1, np.float64) | np.eye(16, dtype=bool)
     structure = _kernel_source.sparse_structure(SparsityPattern(pattern), Ordering.AMD)
     parts = [
         _namespaced(rob, "rob"), _namespaced(ring_model, "ring"),
+        _namespaced(table_model, "tab"),
         '#include "shoal/ode/ensemble.hpp"', '#include "shoal/ode/tsit5.hpp"',
+        '#include "shoal/ode/directional_sensitivity.hpp"',
         '#include "shoal/ode/rodas5p.hpp"',
         '#include "shoal/ode/sparse_iteration_matrix.hpp"',
         structure.emit_cpp("RingStructure"),
@@ -72,11 +80,14 @@ def _translation_unit() -> str:
         ("shoal::ode::Tsit5", "rob::Model"),
         ("shoal::ode::Rodas5PLu64", "rob::Model"),
         ("shoal::ode::Rodas5PLu32", "rob::Model"),
-        ("shoal::ode::Tsit5", "shoal::ode::Sensitivity<rob::Model, true, true>"),
-        ("shoal::ode::Rodas5PSensitivityLu64", "shoal::ode::Sensitivity<rob::Model, false, true>"),
+        ("shoal::ode::Tsit5", "shoal::ode::Sensitivity<rob::Model, true, 0, 3>"),
+        ("shoal::ode::Rodas5PSensitivityLu64", "shoal::ode::Sensitivity<rob::Model, false, 0, 3>"),
+        ("shoal::ode::Tsit5", "tab::Model"),
+        ("shoal::ode::Rodas5PSensitivityLu64", "shoal::ode::Sensitivity<tab::Model, false, 1, 81>"),
+        ("shoal::ode::Rodas5PSensitivityLu64", "shoal::ode::DirectionalSensitivity<tab::Model, 2>"),
         ("shoal::ode::Rodas5PUsing<RingSparse>::Stepper", "ring::Model"),
         ("shoal::ode::Rodas5PUsing<RingSparse>::JointStepper",
-         "shoal::ode::Sensitivity<ring::Model, false, true>"),
+         "shoal::ode::Sensitivity<ring::Model, false, 0, 1>"),
     ]
     for stepper, model in instances:
         parts.append(f"template __global__ void solve_kernel<{stepper}, {model}>"
@@ -98,7 +109,7 @@ def ptxas_report(tmp_path_factory):
 
 def test_every_stepper_compiles_for_sm90(ptxas_report):
     entries = re.findall(r"Compiling entry function '(\w+)' for 'sm_90'", ptxas_report)
-    assert len(entries) == 7
+    assert len(entries) == 10
 
 
 def test_reference_model_does_not_spill(ptxas_report):

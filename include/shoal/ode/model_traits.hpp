@@ -12,11 +12,11 @@ namespace ode {
 namespace detail {
 
 template <class Model>
-constexpr auto shared_params_of(int) -> decltype(Model::n_shared) {
+SHOAL_HD constexpr auto shared_params_of(int) -> decltype(Model::n_shared) {
   return Model::n_shared;
 }
 template <class Model>
-constexpr int shared_params_of(long) {
+SHOAL_HD constexpr int shared_params_of(long) {
   return 0;
 }
 
@@ -24,7 +24,7 @@ constexpr int shared_params_of(long) {
 
 // The number of trailing parameters of Model that are shared by the ensemble.
 template <class Model>
-constexpr int n_shared_params() {
+SHOAL_HD constexpr int n_shared_params() {
   return detail::shared_params_of<Model>(0);
 }
 
