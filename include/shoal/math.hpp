@@ -171,6 +171,14 @@ SHOAL_INLINE T indexed(const T& value, const D&...) {
 }
 SHOAL_INLINE bool is_finite(double x) { return x - x == 0.0; }
 SHOAL_INLINE bool is_finite(float x) { return x - x == 0.0f; }
+// The neighbouring float of x towards `toward` (the integrator's landing on a stop).
+#if defined(__CUDACC_RTC__)
+SHOAL_INLINE double next_after(double x, double toward) { return ::nextafter(x, toward); }
+SHOAL_INLINE float next_after(float x, float toward) { return ::nextafterf(x, toward); }
+#else
+SHOAL_INLINE double next_after(double x, double toward) { return std::nextafter(x, toward); }
+SHOAL_INLINE float next_after(float x, float toward) { return std::nextafter(x, toward); }
+#endif
 
 // Using-declarations, not `using namespace shoal::math;`: a using-directive leaves the C library's
 // global ::exp(double) & co. visible beside these, so every unqualified call on a double would be

@@ -6,7 +6,8 @@
 
 from shoal._jit import CompileError
 from shoal.ode._codegen import ModelTraceError
+from shoal.ode._options import Event
 from shoal.ode._solve import solve
 from shoal.ode._status import Status
 
-__all__ = ["solve", "Status", "ModelTraceError", "CompileError"]
+__all__ = ["solve", "Event", "Status", "ModelTraceError", "CompileError"]

@@ -21,11 +21,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax.custom_derivatives import SymbolicZero
 
-from shoal.ode import _codegen, _primitive
+from shoal.ode import _codegen, _primitive, _times
 from shoal.ode._build import ModelBuild
 from shoal.ode._directional import directional, unit_fits, unit_sensitivities, widths_of
+from shoal.ode._events import event_tangents
 from shoal.ode._kernel_source import Variant
 from shoal.ode._options import SolveOptions
+from shoal.ode._user_functions import UserFunctions
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,7 @@ class EnsembleProblem:
 
     model: _codegen.GeneratedModel
     options: SolveOptions
+    functions: UserFunctions | None = None  # f & co. in JAX, for the rules that need them
 
     @property
     def n_vars(self) -> int:
@@ -44,11 +47,11 @@ class EnsembleProblem:
     def n_params(self) -> int:
         return self.model.n_params
 
-    def run(self, y0, params, shared, t_span, weights, sens=None, directions=0,
-            error_components=0):
+    def run(self, y0, params, shared, t_span, weights, tstops, first_step, sens=None,
+            directions=0, error_components=0):
         o = self.options
         variant = Variant.of(o.method, o.lu_precision, o.sparsity, o.ordering, sens, directions)
-        return _primitive.ensemble_solve(y0, params, shared, t_span, weights,
+        return _primitive.ensemble_solve(y0, params, shared, t_span, weights, tstops, first_step,
                                          build=ModelBuild(self.model, variant), options=o,
                                          error_components=error_components)
 
@@ -63,8 +66,9 @@ class EnsembleProblem:
         return True if (begin, end) == (0, n_params) else (begin, end)
 
 
-def _solve_ensemble(problem: EnsembleProblem, y0, params, shared, t_span, weights):
-    return problem.run(y0, params, shared, t_span, weights)
+def _solve_ensemble(problem: EnsembleProblem, y0, params, shared, t_span, weights, tstops,
+                    first_step):
+    return problem.run(y0, params, shared, t_span, weights, tstops, first_step)
 
 
 solve_ensemble = jax.custom_jvp(_solve_ensemble, nondiff_argnums=(0,))
@@ -75,40 +79,82 @@ UNIT_COLUMNS = 64
 
 
 def _solve_ensemble_jvp(problem: EnsembleProblem, primals, tangents):
-    y0, params, shared, t_span, weights = primals
-    dy0, dparams, dshared, dt_span, _ = tangents  # error weights only select steps
-    if not isinstance(dt_span, SymbolicZero):
+    y0, params, shared, t_span, weights, tstops, first_step = primals
+    # Error weights and first steps only select steps.
+    dy0, dparams, dshared, dt_span, _, dtstops, _ = tangents
+    if not isinstance(dtstops, SymbolicZero):
         raise NotImplementedError(
-            "differentiating shoal.ode.solve with respect to t_span is not supported; "
-            "only y0 and params are differentiable")
+            "differentiating shoal.ode.solve with respect to tstops is not supported (a stop "
+            "moves where the integrator restarts, not the solution); wrap them in "
+            "jax.lax.stop_gradient, or put a time that should be differentiable in t_span or "
+            "params")
+    n_traj = y0.shape[0]
+    timed = not isinstance(dt_span, SymbolicZero)
+    if timed:
+        if problem.model.saved_shape is not None:
+            raise NotImplementedError(
+                "differentiating a solve with save_fn with respect to t_span is not supported "
+                "(a save's time derivative needs the state, which save_fn does not keep); "
+                "differentiate with respect to y0 and params, or save the state")
+        rhs = problem.functions.pure("rhs")
+        p_full = _times.parameters(params, shared, n_traj)
+        shift = _times.start_tangent(rhs, y0, t_span, p_full, dt_span)
+        dy0 = shift if isinstance(dy0, SymbolicZero) else dy0 + shift
     given = [not isinstance(d, SymbolicZero) for d in (dy0, dparams, dshared)]
     widths = widths_of(given, y0, params, shared[None])
     if not any(widths):
-        out = problem.run(y0, params, shared, t_span, weights)
+        out = problem.run(*primals)
         return out, _zero_tangents(out)
     if sum(widths) <= UNIT_COLUMNS and unit_fits(problem, y0, widths):
-        ys, S, stats = unit_sensitivities(problem, y0, params, shared, t_span, weights, widths)
+        ys, S, stats, event_time, event_state = unit_sensitivities(problem, primals, widths)
         per_trajectory = [dy0, dparams, dshared if not widths[2] else
-                          jnp.broadcast_to(dshared, (y0.shape[0], shared.shape[-1]))]
+                          jnp.broadcast_to(dshared, (n_traj, shared.shape[-1]))]
         dtheta = jnp.concatenate([d.astype(y0.dtype) for d, w in zip(per_trajectory, widths,
                                                                      strict=True) if w], axis=1)
-        out = (ys, *stats)
-        return out, (jnp.einsum("nsci,nc->nsi", S, dtheta), *_zero_tangents(out)[1:])
-    out = problem.run(y0, params, shared, t_span, weights)
+        n = y0.shape[1]
+        out = (ys, *stats, event_time, event_state[:, :n * event_time.shape[1]])
+        tangents = list(_zero_tangents(out))
+        tangents[0] = jnp.einsum("nsci,nc->nsi", S, dtheta)
+        if problem.model.has_event:
+            S_event = event_state[:, n:].reshape(n_traj, -1, n)
+            tangents[4:] = event_tangents(
+                problem.functions, event_time, out[5], jnp.einsum("nci,nc->ni", S_event, dtheta),
+                _times.parameters(params, shared, n_traj),
+                _parameter_tangents(dparams, dshared, params, shared, n_traj))
+    else:
+        if problem.model.has_event:
+            raise NotImplementedError(
+                f"differentiating a solve with an event with respect to more than "
+                f"{UNIT_COLUMNS} entries at once is not supported; differentiate fewer "
+                "parameters (or y0 entries) at a time")
+        out = problem.run(*primals)
 
-    def one_direction(d, like):  # a symbolic zero becomes zeros, not a column to integrate
-        return (d.astype(like.dtype) if not isinstance(d, SymbolicZero)
-                else jnp.zeros_like(like))[None]
+        def one_direction(d, like):  # a symbolic zero becomes zeros, not a column to integrate
+            return (d.astype(like.dtype) if not isinstance(d, SymbolicZero)
+                    else jnp.zeros_like(like))[None]
 
-    dys = directional(problem, given, y0, params, shared[None], t_span[None], weights,
-                      one_direction(dy0, y0), one_direction(dparams, params),
-                      one_direction(dshared, shared)[:, None])[0]
-    return out, (dys, *_zero_tangents(out)[1:])
+        dys = directional(problem, given, (y0, params, shared[None], *primals[3:]),
+                          one_direction(dy0, y0), one_direction(dparams, params),
+                          one_direction(dshared, shared)[:, None])[0]
+        tangents = [dys, *_zero_tangents(out)[1:]]
+    if timed:
+        tangents[0] = tangents[0] + _times.save_tangent(
+            problem.functions.pure("rhs"), out[0], t_span,
+            _times.parameters(params, shared, n_traj), dt_span)
+    return out, tuple(tangents)
+
+
+def _parameter_tangents(dparams, dshared, params, shared, n_traj):
+    """(N, n_params): the tangent of every trajectory's full p (symbolic zeros as zeros)."""
+    own = jnp.zeros_like(params) if isinstance(dparams, SymbolicZero) else dparams
+    common = jnp.zeros_like(shared) if isinstance(dshared, SymbolicZero) else dshared
+    return _times.parameters(own.astype(params.dtype), common.astype(shared.dtype), n_traj)
 
 
 def _zero_tangents(out):
-    ys, *ints = out
-    return (jnp.zeros_like(ys), *(np.zeros(i.shape, dtype=jax.dtypes.float0) for i in ints))
+    ys, accepted, rejected, status, event_time, event_state = out
+    ints = (np.zeros(i.shape, dtype=jax.dtypes.float0) for i in (accepted, rejected, status))
+    return (jnp.zeros_like(ys), *ints, jnp.zeros_like(event_time), jnp.zeros_like(event_state))
 
 
 solve_ensemble.defjvp(_solve_ensemble_jvp, symbolic_zeros=True)

@@ -14,8 +14,11 @@ entries, not of directions.
 
 Operands (per call, leading batch dimensions folded in by the batching rule):
   y0 (N, n), params (N, n_own), shared (R, n_shared), t_span (R_t, n_save), weights (N, n),
-  dy0 (M, N, n), dparams (M, N, n_own), dshared (M, R, n_shared);
-R and R_t divide N: rows of shared parameters and of save times serve consecutive trajectories.
+  tstops (R_s, k), first_step (N, 1), dy0 (M, N, n), dparams (M, N, n_own),
+  dshared (M, R, n_shared);
+R, R_t and R_s divide N: rows of shared parameters, save times and stops serve consecutive
+trajectories. The result is (M, N, n_save, n_saved): what each save records (the state, or the
+model's save) differentiated along each direction.
 """
 
 from __future__ import annotations
@@ -31,17 +34,23 @@ from shoal.ode._primitive import ShapedArray, second_order_jvp
 directional_p = Primitive("shoal_ode_directional")
 
 
-def directional(problem, given, y0, params, shared, t_span, weights, dy0, dparams, dshared):
-    """dys (M, N, n_save, n): the solution's tangent along each of the M directions. ``given``
-    says which of (dy0, dparams, dshared) are tangents at all (the others are zeros)."""
-    return directional_p.bind(y0, params, shared, t_span, weights, dy0, dparams, dshared,
-                              problem=problem, given=tuple(given))
+# The primal operands: (y0, params, shared, t_span, weights, tstops, first_step).
+N_PRIMALS = 7
+
+
+def directional(problem, given, primals, dy0, dparams, dshared):
+    """dys (M, N, n_save, n_saved): the solution's tangent along each of the M directions.
+    ``given`` says which of (dy0, dparams, dshared) are tangents at all (the others are
+    zeros)."""
+    return directional_p.bind(*primals, dy0, dparams, dshared, problem=problem,
+                              given=tuple(given))
 
 
 @directional_p.def_abstract_eval
-def _abstract_eval(y0, params, shared, t_span, weights, dy0, dparams, dshared, *, problem,
-                   given):
-    return ShapedArray((dy0.shape[0], y0.shape[0], t_span.shape[-1], y0.shape[-1]), y0.dtype)
+def _abstract_eval(y0, params, shared, t_span, weights, tstops, first_step, dy0, dparams,
+                   dshared, *, problem, given):
+    return ShapedArray((dy0.shape[0], y0.shape[0], t_span.shape[-1], problem.model.n_saved),
+                       y0.dtype)
 
 
 def _error_components(problem, n: int) -> int:
@@ -77,10 +86,13 @@ def widths_of(wanted, y0, params, shared) -> list[int]:
     return [size if w else 0 for w, size in zip(wanted, sizes, strict=True)]
 
 
-def unit_sensitivities(problem, y0, params, shared, t_span, weights, widths):
-    """(ys, S (N, n_save, m, n) = ∂y/∂θ, stats): one joint solve with a column per entry
-    (sensitivity.hpp) of y0, the own and the shared parameters, as ``widths`` says."""
+def unit_sensitivities(problem, primals, widths):
+    """(ys, S (N, n_save, m, n_saved) = ∂ys/∂θ, stats, event_time, event_state (N, n (1 + m))):
+    one joint solve with a column per entry (sensitivity.hpp) of y0, the own and the shared
+    parameters, as ``widths`` says; event_state holds the event's y and its sensitivities."""
+    y0, params, shared, t_span, weights, tstops, first_step = primals
     n_traj, n = y0.shape
+    n_out = problem.model.n_saved
     m = sum(widths)
     blocks = [y0]
     if widths[0]:
@@ -89,11 +101,11 @@ def unit_sensitivities(problem, y0, params, shared, t_span, weights, widths):
     if m - widths[0]:
         blocks.append(jnp.zeros((n_traj, n * (m - widths[0])), y0.dtype))
     sens = (bool(widths[0]), problem.parameter_columns(bool(widths[1]), bool(widths[2])))
-    ys_joint, *stats = problem.run(jnp.concatenate(blocks, axis=1), params, shared, t_span,
-                                   _joint_weights(weights, m), sens=sens,
-                                   error_components=_error_components(problem, n))
-    S = ys_joint[..., n:].reshape(n_traj, ys_joint.shape[1], m, n)
-    return ys_joint[..., :n], S, stats
+    ys_joint, *stats, event_time, event_state = problem.run(
+        jnp.concatenate(blocks, axis=1), params, shared, t_span, _joint_weights(weights, m),
+        tstops, first_step, sens=sens, error_components=_error_components(problem, n))
+    S = ys_joint[..., n_out:].reshape(n_traj, ys_joint.shape[1], m, n_out)
+    return ys_joint[..., :n_out], S, stats, event_time, event_state
 
 
 def unit_fits(problem, y0, widths) -> bool:
@@ -101,16 +113,20 @@ def unit_fits(problem, y0, widths) -> bool:
     return sum(widths) <= _max_columns(y0.shape[-1], problem.n_params, y0.dtype.itemsize)
 
 
-def _one_directional_solve(problem, y0, params, shared, t_span, weights, dy0, dparams, dshared):
-    """(M, N, n_save, n): one joint solve along M directions (directional_sensitivity.hpp)."""
+def _one_directional_solve(problem, y0, params, shared, t_span, weights, tstops, first_step,
+                           dy0, dparams, dshared):
+    """(M, N, n_save, n_saved): one joint solve along M directions
+    (directional_sensitivity.hpp)."""
     m, n_traj, n = dy0.shape
+    n_out = problem.model.n_saved
     z0 = jnp.concatenate([y0, _columns(dy0)], axis=1)
     own = jnp.concatenate([params, _columns(dparams)], axis=1)
     joint_shared = jnp.concatenate([shared, _columns(dshared)], axis=1)
-    ys_joint = problem.run(z0, own, joint_shared, t_span, _joint_weights(weights, m),
-                           directions=m, error_components=_error_components(problem, n))[0]
+    ys_joint = problem.run(z0, own, joint_shared, t_span, _joint_weights(weights, m), tstops,
+                           first_step, directions=m,
+                           error_components=_error_components(problem, n))[0]
     n_save = ys_joint.shape[1]
-    return jnp.moveaxis(ys_joint[..., n:].reshape(n_traj, n_save, m, n), 2, 0)
+    return jnp.moveaxis(ys_joint[..., n_out:].reshape(n_traj, n_save, m, n_out), 2, 0)
 
 
 def _chunked(problem, y0, m: int, directions_of, consume):
@@ -133,20 +149,21 @@ def _per_trajectory(dshared, n_traj: int):
     return jnp.repeat(dshared, n_traj // dshared.shape[1], axis=1)
 
 
-def _evaluate(y0, params, shared, t_span, weights, dy0, dparams, dshared, *, problem, given):
+def _evaluate(y0, params, shared, t_span, weights, tstops, first_step, dy0, dparams, dshared, *,
+              problem, given):
     m, n_traj, n = dy0.shape
+    primals = (y0, params, shared, t_span, weights, tstops, first_step)
     widths = widths_of(given, y0, params, shared)
     entries = sum(widths)
     if entries == 0:  # the only tangents are of empty inputs
-        return jnp.zeros((m, n_traj, t_span.shape[-1], n), y0.dtype)
+        return jnp.zeros((m, n_traj, t_span.shape[-1], problem.model.n_saved), y0.dtype)
     if m >= entries and unit_fits(problem, y0, widths):
         # As many directions as differentiated entries (jacfwd of a small problem): a column
         # per entry, contracted with every direction, is the cheaper joint solve.
-        S = unit_sensitivities(problem, y0, params, shared, t_span, weights, widths)[1]
+        S = unit_sensitivities(problem, primals, widths)[1]
         tangents = [dy0, dparams, _per_trajectory(dshared, n_traj)]
         theta = jnp.concatenate([d for d, w in zip(tangents, widths, strict=True) if w], axis=2)
         return jnp.einsum("nsci,knc->knsi", S, theta.astype(y0.dtype))
-    primals = (y0, params, shared, t_span, weights)
     pad = -m % min(m, _max_columns(n, problem.n_params, y0.dtype.itemsize))
     padded = [jnp.concatenate([d, jnp.zeros((pad, *d.shape[1:]), d.dtype)]) for d in
               (dy0, dparams, dshared)]
@@ -170,49 +187,50 @@ def _batch(args, dims, *, problem, given):
     def front(x, d):
         return jnp.broadcast_to(x, (size, *x.shape)) if d is None else jnp.moveaxis(x, d, 0)
 
-    primals, tangents = args[:5], args[5:]
-    if all(d is None for d in dims[:5]):
-        moved = [front(x, d) for x, d in zip(tangents, dims[5:], strict=True)]
+    primals, tangents = args[:N_PRIMALS], args[N_PRIMALS:]
+    if all(d is None for d in dims[:N_PRIMALS]):
+        moved = [front(x, d) for x, d in zip(tangents, dims[N_PRIMALS:], strict=True)]
         merged = [x.reshape(size * x.shape[1], *x.shape[2:]) for x in moved]
-        out = directional(problem, given, *primals, *merged)
+        out = directional(problem, given, primals, *merged)
         return out.reshape(size, -1, *out.shape[1:]), 0
     moved = [front(x, d) for x, d in zip(args, dims, strict=True)]
     # primals (B, rows, k) -> (B rows, k); tangents (B, M, rows, k) -> (M, B rows, k)
-    flat_primals = [x.reshape(size * x.shape[1], x.shape[2]) for x in moved[:5]]
+    flat_primals = [x.reshape(size * x.shape[1], x.shape[2]) for x in moved[:N_PRIMALS]]
     flat_tangents = [jnp.moveaxis(x, 0, 1).reshape(x.shape[1], size * x.shape[2], x.shape[3])
-                     for x in moved[5:]]
-    out = directional(problem, given, *flat_primals, *flat_tangents)  # (M, B N, n_save, n)
-    m, _, n_save, n = out.shape
-    return out.reshape(m, size, -1, n_save, n), 1
+                     for x in moved[N_PRIMALS:]]
+    out = directional(problem, given, flat_primals, *flat_tangents)  # (M, B N, n_save, k)
+    m, _, n_save, k = out.shape
+    return out.reshape(m, size, -1, n_save, k), 1
 
 
 batching.primitive_batchers[directional_p] = _batch
 
 
-def _transpose(ct, y0, params, shared, t_span, weights, dy0, dparams, dshared, *, problem,
-               given):
+def _transpose(ct, y0, params, shared, t_span, weights, tstops, first_step, dy0, dparams,
+               dshared, *, problem, given):
     """Cotangents of the directions: S^T ct, with S integrated for the differentiated inputs."""
-    for x in (y0, params, shared, t_span, weights):
+    primals = (y0, params, shared, t_span, weights, tstops, first_step)
+    for x in primals:
         if ad.is_undefined_primal(x):
             raise NotImplementedError("shoal.ode.solve: the tangent map is linear in the "
                                       "tangents only")
     wanted = [ad.is_undefined_primal(x) for x in (dy0, dparams, dshared)]
     avals = [x.aval if ad.is_undefined_primal(x) else x for x in (dy0, dparams, dshared)]
     if type(ct) is ad.Zero:
-        return [None] * 5 + [jnp.zeros(a.shape, a.dtype) if w else None
-                             for a, w in zip(avals, wanted, strict=True)]
+        return [None] * N_PRIMALS + [jnp.zeros(a.shape, a.dtype) if w else None
+                                     for a, w in zip(avals, wanted, strict=True)]
     n_traj = y0.shape[0]
     widths = widths_of(wanted, y0, params, shared)
     entries = sum(widths)
     if entries == 0:
-        return [None] * 5 + [jnp.zeros(a.shape, a.dtype) if w else None
-                             for a, w in zip(avals, wanted, strict=True)]
+        return [None] * N_PRIMALS + [jnp.zeros(a.shape, a.dtype) if w else None
+                                     for a, w in zip(avals, wanted, strict=True)]
     if unit_fits(problem, y0, widths):
-        S = unit_sensitivities(problem, y0, params, shared, t_span, weights, widths)[1]
+        S = unit_sensitivities(problem, primals, widths)[1]
         cts = jnp.einsum("nsci,knsi->knc", S, ct)  # (K, N, entries)
     else:
         # Too many entries for one joint solve: the same columns as directions e_k, in chunks.
-        cts = _basis_cotangents(problem, (y0, params, shared, t_span, weights), widths, ct)
+        cts = _basis_cotangents(problem, primals, widths, ct)
     starts = [0, widths[0], widths[0] + widths[1]]
     out = []
     for w, aval, start, width in zip(wanted, avals, starts, widths, strict=True):
@@ -225,7 +243,7 @@ def _transpose(ct, y0, params, shared, t_span, weights, dy0, dparams, dshared, *
     if widths[2]:  # a shared entry's cotangent sums the trajectories its row serves
         rows = shared.shape[0]
         out[2] = out[2].reshape(out[2].shape[0], rows, n_traj // rows, -1).sum(axis=2)
-    return [None] * 5 + out
+    return [None] * N_PRIMALS + out
 
 
 def _basis_cotangents(problem, primals, widths, ct):

@@ -124,8 +124,8 @@ def library_source(model: _codegen.GeneratedModel, variant: Variant,
 
     cpu: a shared library exporting ``entry(args, begin, end)`` over a range of trajectories.
     cuda: a cubin whose ``__global__`` kernel ``entry(args)`` solves one trajectory per thread,
-    with ``shoal_model_info`` = {ABI version, n_vars, n_params, n_shared, bits} for the handler to
-    check.
+    with ``shoal_model_info`` = {ABI version, n_vars, n_params, n_shared, bits, n_saved,
+    has_event} for the handler to check.
     """
     ctype = "double" if model.dtype == np.float64 else "float"
     bits = 64 if model.dtype == np.float64 else 32
@@ -135,9 +135,10 @@ def library_source(model: _codegen.GeneratedModel, variant: Variant,
         return "\n".join([
             *lines,
             'extern "C" __device__ const char shoal_cache_key[] = SHOAL_CACHE_KEY;',
-            'extern "C" __device__ const int32_t shoal_model_info[5] = {',
+            'extern "C" __device__ const int32_t shoal_model_info[7] = {',
             "    SHOAL_ODE_ABI_VERSION, ShoalSolvedModel::n_vars, ShoalSolvedModel::n_params, "
-            f"shoal::ode::n_shared_params<ShoalSolvedModel>(), {bits}}};",
+            f"shoal::ode::n_shared_params<ShoalSolvedModel>(), {bits}, "
+            "shoal::ode::n_saved<ShoalSolvedModel>(), shoal::ode::has_event<ShoalSolvedModel>()};",
             f'extern "C" __global__ void {variant.entry}(ShoalEnsembleArgs a) {{',
             "  const int64_t m = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;",
             "  if (m >= a.n_traj) return;",
@@ -154,11 +155,13 @@ def library_source(model: _codegen.GeneratedModel, variant: Variant,
         "SHOAL_EXPORT const char shoal_cache_key[] = SHOAL_CACHE_KEY;",
         "SHOAL_EXPORT int32_t shoal_abi_version() { return SHOAL_ODE_ABI_VERSION; }",
         "SHOAL_EXPORT void shoal_model_info(int32_t* n_vars, int32_t* n_params, int32_t* n_shared,",
-        "                                   int32_t* bits) {",
+        "                                   int32_t* bits, int32_t* n_saved, int32_t* has_event) {",
         "  *n_vars = ShoalSolvedModel::n_vars;",
         "  *n_params = ShoalSolvedModel::n_params;",
         "  *n_shared = shoal::ode::n_shared_params<ShoalSolvedModel>();",
         f"  *bits = {bits};",
+        "  *n_saved = shoal::ode::n_saved<ShoalSolvedModel>();",
+        "  *has_event = shoal::ode::has_event<ShoalSolvedModel>();",
         "}",
         f"SHOAL_EXPORT void {variant.entry}(const ShoalEnsembleArgs* a, int64_t begin, "
         "int64_t end) {",

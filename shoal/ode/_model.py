@@ -25,22 +25,24 @@ from shoal.ode._options import SparsityPattern
 from shoal.ode._params import ParamLayout
 from shoal.ode._sparse import normalize_pattern
 
-# f -> {(n_vars, parameter layout, dtype): GeneratedModel}
+# f -> {(n_vars, parameter layout, dtype, extras): GeneratedModel}
 _traced: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def generated_model(f, n_vars: int, params: int | ParamLayout,
-                    dtype) -> tuple[_codegen.GeneratedModel, list]:
-    """The C++ model generated from ``f`` for these sizes and dtype (traced once per signature),
-    and the traced arrays it closes over (``_codegen.generate``)."""
-    signature = (n_vars, params, np.dtype(dtype).name)
+def generated_model(f, n_vars: int, params: int | ParamLayout, dtype,
+                    extras: tuple[_codegen.ModelFunction, ...] = ()
+                    ) -> tuple[_codegen.GeneratedModel, list]:
+    """The C++ model generated from ``f`` (and the extra functions: jump, save, event) for these
+    sizes and dtype (traced once per signature), and the traced arrays they close over
+    (``_codegen.generate``)."""
+    signature = (n_vars, params, np.dtype(dtype).name, extras)
     try:
         per_f = _traced.setdefault(f, {})
     except TypeError:  # not weak-referenceable: trace every time
         per_f = {}
     if signature in per_f:
         return per_f[signature], []
-    model, closure = _codegen.generate(f, n_vars, params, dtype)
+    model, closure = _codegen.generate(f, n_vars, params, dtype, extras)
     if not closure:
         per_f[signature] = model
     return model, closure

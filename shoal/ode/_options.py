@@ -24,6 +24,8 @@ from typing import Any
 import jax
 import numpy as np
 
+from shoal.ode._codegen.model_struct import ModelFunction
+
 
 class Method(str, enum.Enum):
     """The integration method."""
@@ -146,8 +148,66 @@ def _kernel_float(value):
     return np.float64(value)
 
 
-def _kernel_first_step(value):
-    return np.float64(-1.0 if value is None else value)  # ≤ 0: the kernel's default
+def _kernel_max_step(value):
+    return np.float64(-1.0 if value is None else value)  # ≤ 0: unbounded
+
+
+def _factor(name: str, low: float, high: float):
+    def check(value):
+        value = _static_real(name, value)
+        if not (low < value < high):
+            raise ValueError(f"{name} must be in ({low}, {high}), got {value!r}")
+        return value
+
+    return check
+
+
+def _optional_callable(name: str):
+    def check(value):
+        if value is not None and not callable(value):
+            raise TypeError(f"{name} must be a callable (y, t, p) -> ... or None, got "
+                            f"{type(value).__name__}")
+        return value
+
+    return check
+
+
+@dataclasses.dataclass(frozen=True)
+class Event:
+    """An event: the first time ``fn(y, t, p)`` (a scalar written with ``jax.numpy``, compiled
+    into the kernel) crosses zero, located on the dense output to the solver's tolerance.
+
+    ``terminal``: the trajectory stops there (status ``EVENT``; later saves are NaN).
+    ``direction``: ``+1`` counts only rising crossings (negative to non-negative), ``-1`` only
+    falling ones, ``0`` both. ``solve(..., return_stats=True)`` reports ``stats["event_time"]``
+    ``(N,)`` and ``stats["event_state"]`` ``(N, n)``, NaN where no event occurred; both are
+    differentiable.
+    """
+
+    fn: Any
+    terminal: bool = True
+    direction: int = 0
+
+    def __post_init__(self):
+        if not callable(self.fn):
+            raise TypeError(f"Event.fn must be callable fn(y, t, p) -> scalar, got "
+                            f"{type(self.fn).__name__}")
+        if self.direction not in (-1, 0, 1) or isinstance(self.direction, bool):
+            raise ValueError(f"Event.direction must be -1, 0 or 1, got {self.direction!r}")
+        object.__setattr__(self, "terminal", bool(self.terminal))
+
+
+def _event(value):
+    if value is not None and not isinstance(value, Event):
+        raise TypeError(f"event must be a shoal.ode.Event(fn, terminal=..., direction=...), got "
+                        f"{type(value).__name__}")
+    return value
+
+
+def _kernel_event(value):
+    """The event's settings as two kernel options (without an event: unused defaults)."""
+    terminal, direction = (True, 0) if value is None else (value.terminal, value.direction)
+    return {"event_terminal": np.int64(terminal), "event_direction": np.int64(direction)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,9 +220,17 @@ class SolveOptions:
         'numbers) or ``"tsit5"`` (explicit Tsitouras 5(4), non-stiff problems, cheaper per step).')
     rtol: float = _option(1e-8, _positive("rtol"), "Relative tolerance (> 0).", _kernel_float)
     atol: float = _option(1e-10, _positive("atol"), "Absolute tolerance (> 0).", _kernel_float)
-    first_step: float | None = _option(
-        None, _optional_positive("first_step"),
-        "Initial step; default ``1e-6 * (t_span[-1] - t_span[0])``.", _kernel_first_step)
+    max_step: float | None = _option(
+        None, _optional_positive("max_step"),
+        "The largest step size (> 0); default unbounded. With it no feature of f shorter than "
+        "max_step can be stepped over; ``tstops`` is the exact tool for known times.",
+        _kernel_max_step)
+    factor_min: float = _option(
+        0.2, _factor("factor_min", 0.0, 1.0),
+        "The smallest factor by which one attempt shrinks the step, in (0, 1).", _kernel_float)
+    factor_max: float = _option(
+        10.0, _factor("factor_max", 1.0, math.inf),
+        "The largest factor by which an accepted step grows the next one, > 1.", _kernel_float)
     max_steps: int = _option(
         100_000, _max_steps, "Maximum step attempts (accepted + rejected) per trajectory.",
         np.int64)
@@ -171,6 +239,20 @@ class SolveOptions:
         1.0, _gain("icoeff"), "PID integral gain (the default is the integral controller).",
         _kernel_float)
     dcoeff: float = _option(0.0, _gain("dcoeff"), "PID derivative gain.", _kernel_float)
+    jump_fn: Any = _option(
+        None, _optional_callable("jump_fn"),
+        "``g(y, t, p) -> y``, written with ``jax.numpy`` and compiled into the kernel: applied "
+        "to the state at each stop of ``tstops`` (a bolus dose); differentiable. A save at a "
+        "stop records the state before the jump.")
+    save_fn: Any = _option(
+        None, _optional_callable("save_fn"),
+        "``h(y, t, p) -> array``, written with ``jax.numpy`` and compiled into the kernel: what "
+        "each save records instead of the state, so ``ys`` is ``(N, n_save, *h_shape)`` and the "
+        "full state is never stored; differentiable like the state.")
+    event: Any = _option(
+        None, _event,
+        "A :class:`shoal.ode.Event`: the first zero crossing of ``event.fn(y, t, p)`` per "
+        "trajectory, optionally terminal; its time and state are in ``stats``.", _kernel_event)
     sens_error_control: bool = _option(
         True, bool,
         "When differentiated (jvp, grad, jacfwd, ...): include the sensitivities in the error "
@@ -202,14 +284,23 @@ class SolveOptions:
     def replace(self, **changes) -> SolveOptions:
         return dataclasses.replace(self, **changes)
 
+    def model_functions(self) -> tuple[ModelFunction, ...]:
+        """The functions compiled into the model besides f, in the model's order."""
+        given = (("jump", self.jump_fn), ("save", self.save_fn),
+                 ("event", self.event.fn if self.event is not None else None))
+        return tuple(ModelFunction(kind, fn) for kind, fn in given if fn is not None)
+
     def kernel_attributes(self, error_components: int = 0) -> dict[str, Any]:
         """The run-time options as the kernel's ``options`` dictionary attribute.
 
         ``error_components``: the error norm covers components ``[0, this)`` only (0 = all); a
         joint solve without sensitivity error control passes the state size.
         """
-        attributes = {f.name: f.metadata["kernel"](getattr(self, f.name))
-                      for f in dataclasses.fields(self) if f.metadata["kernel"] is not None}
+        attributes = {}
+        for f in dataclasses.fields(self):
+            if f.metadata["kernel"] is not None:
+                value = f.metadata["kernel"](getattr(self, f.name))
+                attributes.update(value if isinstance(value, dict) else {f.name: value})
         attributes["error_components"] = np.int64(error_components)
         return attributes
 

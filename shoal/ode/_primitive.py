@@ -1,6 +1,7 @@
 """The ensemble-solve primitive: abstract evaluation, batching, and one lowering per platform.
 
-``ensemble_p`` takes (y0, params, shared, t_span, weights) and the static ``build`` (what to
+``ensemble_p`` takes (y0, params, shared, t_span, weights, tstops, first_step) and returns (ys,
+accepted, rejected, status, event_time, event_state); the static ``build`` (what to
 compile, ``_build.ModelBuild``), ``options`` (the record, ``_options.SolveOptions``) and
 ``error_components``. Each platform's lowering compiles the build for itself and emits one call of
 the platform's FFI target, whose attributes name the compiled model and its entry point and carry
@@ -46,11 +47,17 @@ ensemble_p.def_impl(functools.partial(_apply_primitive, ensemble_p))
 
 
 @ensemble_p.def_abstract_eval
-def _abstract_eval(y0, params, shared, t_span, weights, **static):
+def _abstract_eval(y0, params, shared, t_span, weights, tstops, first_step, *, build, **static):
     lead = y0.shape[:-1]
-    shape = lead + (t_span.shape[-1], y0.shape[-1])
+    model = build.model
+    n_saved = model.n_saved * (y0.shape[-1] // model.n_vars)  # a joint state saves its columns
+    shape = lead + (t_span.shape[-1], n_saved)
     stat = ShapedArray(lead, np.int32)
-    return [ShapedArray(shape, y0.dtype), stat, stat, stat]
+    # Without an event the event outputs are empty (trailing size 0).
+    event = 1 if model.has_event else 0
+    return [ShapedArray(shape, y0.dtype), stat, stat, stat,
+            ShapedArray(lead + (event,), y0.dtype),
+            ShapedArray(lead + (y0.shape[-1] * event,), y0.dtype)]
 
 
 def _batch(args, dims, **static):
@@ -58,7 +65,7 @@ def _batch(args, dims, **static):
     size = next(x.shape[d] for x, d in zip(args, dims, strict=True) if d is not None)
     moved = [jax.numpy.broadcast_to(x, (size, *x.shape)) if d is None
              else jax.numpy.moveaxis(x, d, 0) for x, d in zip(args, dims, strict=True)]
-    return ensemble_p.bind(*moved, **static), [0, 0, 0, 0]
+    return ensemble_p.bind(*moved, **static), [0] * 6
 
 
 batching.primitive_batchers[ensemble_p] = _batch
@@ -92,13 +99,16 @@ mlir.register_lowering(
     platform="cuda")
 
 
-def ensemble_solve(y0, params, shared, t_span, weights, *, build: _build.ModelBuild,
-                   options: SolveOptions, error_components: int = 0):
-    """One ensemble call: ys (N, n_save, n) and int32 accepted/rejected/status (N,).
+def ensemble_solve(y0, params, shared, t_span, weights, tstops, first_step, *,
+                   build: _build.ModelBuild, options: SolveOptions, error_components: int = 0):
+    """One ensemble call: ys (N, n_save, n_saved), int32 accepted/rejected/status (N,), and the
+    event's time (N, 1) and state (N, n) (trailing size 0 without an event).
 
     y0 and weights are (N, n), params (N, n_own) the per-trajectory parameters, shared
-    (n_shared,) the ensemble's, t_span (n_save,); under vmap every operand gains the same leading
-    batch dimensions and the handler folds them into the ensemble.
+    (R, n_shared) the ensemble's, t_span (R_t, n_save), tstops (R_s, k) ascending rows, first_step
+    (N,); the rows R, R_t, R_s divide N and serve consecutive trajectories. Under vmap every
+    operand gains the same leading batch dimensions and the handler folds them into the ensemble.
     """
-    return tuple(ensemble_p.bind(y0, params, shared, t_span, weights, build=build,
-                                 options=options, error_components=int(error_components)))
+    return tuple(ensemble_p.bind(y0, params, shared, t_span, weights, tstops, first_step,
+                                 build=build, options=options,
+                                 error_components=int(error_components)))

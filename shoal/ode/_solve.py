@@ -18,6 +18,7 @@ import numpy as np
 from shoal.ode import _model, _options, _params
 from shoal.ode._differentiation import EnsembleProblem, solve_ensemble
 from shoal.ode._options import SolveOptions
+from shoal.ode._user_functions import UserFunctions
 
 
 def _concrete(x):
@@ -52,8 +53,63 @@ def _solve_options(options: dict) -> SolveOptions:
         raise err
 
 
-def solve(f, y0, t_span, params=None, *, params_axes=None, return_stats=False,
-          error_weights=None, **options):
+def _ensemble_size(n_y: int, n_p: int, n_t: int) -> int:
+    sizes = {"y0": n_y, "params": n_p, "t_span": n_t}
+    N = max(sizes.values())
+    wrong = {k: v for k, v in sizes.items() if v not in (1, N)}
+    if wrong:
+        shown = ", ".join(f"{k} has {v} rows" for k, v in sizes.items())
+        raise ValueError(f"y0, params and t_span have different ensemble sizes ({shown}); each "
+                         "must be N or 1")
+    return N
+
+
+def _time_rows(t_span, N: int, dtype):
+    """t_span as rows (1 or N, n_save), checked where its values are known."""
+    t_span = _as_float_array("t_span", t_span, dtype)
+    if t_span.ndim not in (1, 2) or t_span.shape[-1] < 1:
+        raise ValueError("t_span must have shape (n_save,) or (N, n_save) with n_save >= 1; got "
+                         f"{t_span.shape}")
+    rows = t_span.reshape(-1, t_span.shape[-1])
+    values = _concrete(rows)
+    if values is not None:
+        for i, row in enumerate(values):
+            where = f"t_span[{i}]" if t_span.ndim == 2 else "t_span"
+            if not np.all(np.isfinite(row)):
+                raise ValueError(f"{where} must be finite; got {row}")
+            if np.any(np.diff(row) <= 0):
+                raise ValueError(f"{where} must be strictly increasing; got {row}")
+    return rows
+
+
+def _stops(tstops, N: int, dtype):
+    """tstops as ascending rows (1 or N, k)."""
+    if tstops is None:
+        return jnp.zeros((1, 0), dtype)
+    stops = _as_float_array("tstops", tstops, dtype)
+    if stops.ndim not in (1, 2) or (stops.ndim == 2 and stops.shape[0] not in (1, N)):
+        raise ValueError(f"tstops must have shape (k,) or ({N}, k); got {stops.shape}")
+    values = _concrete(stops)
+    if values is not None and not np.all(np.isfinite(values)):
+        raise ValueError(f"tstops must be finite; got {values}")
+    return jnp.sort(stops.reshape(-1, stops.shape[-1]), axis=-1)
+
+
+def _first_steps(first_step, N: int, dtype):
+    """first_step as (1 or N, 1); <= 0 stands for the default."""
+    if first_step is None:
+        return jnp.full((1, 1), -1.0, dtype)
+    steps = _as_float_array("first_step", first_step, dtype)
+    if steps.ndim > 1 or (steps.ndim == 1 and steps.shape[0] not in (1, N)):
+        raise ValueError(f"first_step must be a number or have shape ({N},); got {steps.shape}")
+    values = _concrete(steps)
+    if values is not None and not np.all((values > 0) & np.isfinite(values)):
+        raise ValueError(f"first_step must be finite and > 0; got {values}")
+    return steps.reshape(-1, 1)
+
+
+def solve(f, y0, t_span, params=None, *, params_axes=None, tstops=None, first_step=None,
+          error_weights=None, return_stats=False, **options):
     if not callable(f):
         raise TypeError(f"f must be callable f(y, t, p), got {type(f).__name__}")
     opts = _solve_options(options)
@@ -65,20 +121,11 @@ def solve(f, y0, t_span, params=None, *, params_axes=None, return_stats=False,
     n = y0.shape[-1]
     n_y = y0.shape[0] if y0.ndim == 2 else 1
     split = _params.split(params, params_axes, y0.shape[0] if y0.ndim == 2 else None, dtype)
-    n_p = split.n_traj
-    if n_y != n_p and 1 not in (n_y, n_p):
-        raise ValueError(f"y0 {y0.shape} and params ({n_p} rows) have different ensemble "
-                         f"sizes ({n_y} and {n_p}); each must be N or 1")
-    N = max(n_y, n_p)
-    t_span = _as_float_array("t_span", t_span, dtype)
-    if t_span.ndim != 1 or t_span.shape[0] < 1:
-        raise ValueError(f"t_span must have shape (n_save,) with n_save >= 1; got {t_span.shape}")
-    t_values = _concrete(t_span)
-    if t_values is not None:
-        if not np.all(np.isfinite(t_values)):
-            raise ValueError(f"t_span must be finite; got {t_values}")
-        if np.any(np.diff(t_values) <= 0):
-            raise ValueError(f"t_span must be strictly increasing; got {t_values}")
+    t_shape = np.shape(t_span)
+    N = _ensemble_size(n_y, split.n_traj, t_shape[0] if len(t_shape) == 2 else 1)
+    t_rows = _time_rows(t_span, N, dtype)
+    stops = _stops(tstops, N, dtype)
+    steps = _first_steps(first_step, N, dtype)
 
     weights = None
     if error_weights is not None:
@@ -90,15 +137,24 @@ def solve(f, y0, t_span, params=None, *, params_axes=None, return_stats=False,
         if w_values is not None and not np.all((w_values >= 0) & np.isfinite(w_values)):
             raise ValueError("error_weights must be finite and >= 0")
 
-    model, closure = _model.generated_model(f, n, split.layout, dtype)
+    extras = opts.model_functions()
+    model, closure = _model.generated_model(f, n, split.layout, dtype, extras)
     # Arrays f closes over while an outer transformation traces them follow the shared leaves.
     shared = jnp.concatenate([split.shared, *(jnp.ravel(c).astype(dtype) for c in closure)])
     opts = opts.replace(sparsity=_model.resolve_sparsity(model, opts.sparsity))
-    ys, accepted, rejected, status = _run(y0, split.own, shared, t_span, weights,
-                                          problem=EnsembleProblem(model, opts), n_traj=N)
-    if return_stats:
-        return ys, {"accepted": accepted, "rejected": rejected, "status": status}
-    return ys
+    functions = UserFunctions(f, extras, n, split.layout, dtype.name)
+    ys, accepted, rejected, status, event_time, event_state = _run(
+        y0, split.own, shared, t_rows, weights, stops, steps,
+        problem=EnsembleProblem(model, opts, functions), n_traj=N)
+    if model.saved_shape is not None:
+        ys = ys.reshape(*ys.shape[:2], *model.saved_shape)
+    if not return_stats:
+        return ys
+    stats = {"accepted": accepted, "rejected": rejected, "status": status}
+    if model.has_event:
+        stats["event_time"] = event_time[:, 0]
+        stats["event_state"] = event_state
+    return ys, stats
 
 
 solve.__doc__ = f"""Integrate an ensemble of ODE systems ``dy/dt = f(y, t, p)``.
@@ -156,11 +212,12 @@ solve.__signature__ = _signature()
 
 
 @functools.partial(jax.jit, static_argnames=("problem", "n_traj"))
-def _run(y0, params, shared, t_span, weights, *, problem: EnsembleProblem, n_traj: int):
+def _run(y0, params, shared, t_span, weights, tstops, first_step, *, problem: EnsembleProblem,
+         n_traj: int):
     """Broadcast the inputs to the ensemble and solve; one jitted dispatch when called eagerly.
 
-    y0 (n,) or (N|1, n), params (the own parameters) (N|1, n_own), shared (n_shared,), weights
-    None, (n,) or (N|1, n).
+    y0 (n,) or (N|1, n), params (the own parameters) (N|1, n_own), shared (n_shared,), t_span
+    (N|1, n_save), weights None, (n,) or (N|1, n), tstops (N|1, k), first_step (N|1, 1).
     """
 
     def ensemble(x):  # explicit rows, since the trailing size may be 0
@@ -168,4 +225,5 @@ def _run(y0, params, shared, t_span, weights, *, problem: EnsembleProblem, n_tra
         return jnp.broadcast_to(x.reshape(rows, x.shape[-1]), (n_traj, x.shape[-1]))
 
     weights = jnp.ones((n_traj, problem.n_vars), y0.dtype) if weights is None else ensemble(weights)
-    return solve_ensemble(problem, ensemble(y0), ensemble(params), shared, t_span, weights)
+    return solve_ensemble(problem, ensemble(y0), ensemble(params), shared, t_span, weights,
+                          tstops, ensemble(first_step))

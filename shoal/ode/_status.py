@@ -11,3 +11,4 @@ class Status(enum.IntEnum):
     STEP_SIZE_UNDERFLOW = 2
     NON_FINITE = 3
     INVALID_INPUT = 4
+    EVENT = 5  # stopped at a terminal event (not a failure: saves after it are NaN)

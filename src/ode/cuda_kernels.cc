@@ -91,7 +91,7 @@ bool load_cuda_kernel(const cuda::DriverApi& api, cuda::CUcontext context, const
   cuda::CUdeviceptr info_ptr = 0;
   size_t info_bytes = 0;
   r = api.cuModuleGetGlobal(&info_ptr, &info_bytes, module, "shoal_model_info");
-  int32_t info[5] = {0, 0, 0, 0, 0};
+  int32_t info[7] = {0, 0, 0, 0, 0, 0, 0};
   if (r != cuda::CUDA_SUCCESS || info_bytes != sizeof(info) ||
       api.cuMemcpyDtoH(info, info_ptr, sizeof(info)) != cuda::CUDA_SUCCESS) {
     return fail(error, path + " is not a shoal model (no readable shoal_model_info)");
@@ -100,7 +100,7 @@ bool load_cuda_kernel(const cuda::DriverApi& api, cuda::CUcontext context, const
     return fail(error, path + " was built for ensemble ABI " + std::to_string(info[0]) +
                            ", this shoal uses " + std::to_string(SHOAL_ODE_ABI_VERSION));
   }
-  kernel.shape = ModelShape{info[1], info[2], info[3], info[4]};
+  kernel.shape = ModelShape{info[1], info[2], info[3], info[4], info[5], info[6]};
   int max_threads = kThreadsPerBlock;
   api.cuFuncGetAttribute(&max_threads, cuda::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
                          kernel.function);

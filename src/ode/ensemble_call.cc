@@ -29,14 +29,15 @@ ffi::Error invalid(std::string msg) {
 ffi::Error fill_ensemble_args(const ModelShape& model, EnsembleBuffers buffers,
                               const ShoalSolveOptions& options, ShoalEnsembleArgs* a) {
   const ffi::AnyBuffer &y0 = buffers.y0, &params = buffers.params, &shared = buffers.shared,
-                       &t_span = buffers.t_span, &weights = buffers.weights;
+                       &t_span = buffers.t_span, &weights = buffers.weights,
+                       &tstops = buffers.tstops, &first_step = buffers.first_step;
   const auto dtype = y0.element_type();
   const int bits = dtype == ffi::DataType::F64 ? 64 : dtype == ffi::DataType::F32 ? 32 : 0;
   if (bits == 0 || bits != model.dtype_bits) {
     return invalid("y0 has an element type the compiled model was not built for (model is float" +
                    std::to_string(model.dtype_bits) + ")");
   }
-  for (const ffi::AnyBuffer* b : {&params, &shared, &t_span, &weights}) {
+  for (const ffi::AnyBuffer* b : {&params, &shared, &t_span, &weights, &tstops, &first_step}) {
     if (b->element_type() != dtype) return invalid("all floating inputs must share y0's dtype");
   }
   if (last_dim(y0) != model.n_vars || last_dim(weights) != model.n_vars) {
@@ -61,9 +62,21 @@ ffi::Error fill_ensemble_args(const ModelShape& model, EnsembleBuffers buffers,
   if (n_shared_rows <= 0 || n_traj % n_shared_rows != 0) {
     return invalid("shared parameter rows do not divide the ensemble");
   }
+  const int64_t n_tstop_rows = leading_count(tstops, 1);
+  if (n_tstop_rows <= 0 || n_traj % n_tstop_rows != 0) {
+    return invalid("tstops rows do not divide the ensemble");
+  }
+  if (static_cast<int64_t>(first_step.element_count()) != n_traj) {
+    return invalid("first_step must have one entry per trajectory");
+  }
   const int64_t n_save = last_dim(t_span);
-  if (buffers.ys->element_count() != static_cast<size_t>(n_traj * n_save * model.n_vars)) {
+  if (buffers.ys->element_count() != static_cast<size_t>(n_traj * n_save * model.n_saved)) {
     return invalid("output buffer has the wrong size");
+  }
+  const size_t event_rows = model.has_event ? static_cast<size_t>(n_traj) : 0;
+  if (buffers.event_time->element_count() != event_rows ||
+      buffers.event_state->element_count() != event_rows * model.n_vars) {
+    return invalid("event output buffers have the wrong size");
   }
   for (auto* out : {&buffers.accepted, &buffers.rejected, &buffers.status}) {
     if ((*out)->element_count() != static_cast<size_t>(n_traj)) {
@@ -79,6 +92,13 @@ ffi::Error fill_ensemble_args(const ModelShape& model, EnsembleBuffers buffers,
   a->n_params = model.n_params;
   a->n_shared = model.n_shared;
   a->n_save = static_cast<int32_t>(n_save);
+  a->n_saved = model.n_saved;
+  a->tstops_group = n_traj / n_tstop_rows;
+  a->n_tstops = static_cast<int32_t>(last_dim(tstops));
+  a->tstops = tstops.untyped_data();
+  a->first_step = first_step.untyped_data();
+  a->event_time = model.has_event ? buffers.event_time->untyped_data() : nullptr;
+  a->event_state = model.has_event ? buffers.event_state->untyped_data() : nullptr;
   a->y0 = y0.untyped_data();
   a->params = params.untyped_data();
   a->shared = shared.untyped_data();

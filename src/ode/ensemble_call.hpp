@@ -30,18 +30,20 @@ struct ModelShape {
   int32_t n_params = 0;
   int32_t n_shared = 0;
   int32_t dtype_bits = 0;  // 32 or 64
+  int32_t n_saved = 0;     // numbers per save (model_traits.hpp)
+  int32_t has_event = 0;   // whether event_time/event_state are written
 };
 
 // One call's operands and results.
 struct EnsembleBuffers {
-  xla::ffi::AnyBuffer y0, params, shared, t_span, weights;
-  xla::ffi::Result<xla::ffi::AnyBuffer> ys, accepted, rejected, status;
+  xla::ffi::AnyBuffer y0, params, shared, t_span, weights, tstops, first_step;
+  xla::ffi::Result<xla::ffi::AnyBuffer> ys, accepted, rejected, status, event_time, event_state;
 };
 
 // The operands, attributes and results of every solve handler, appended to `binding` (the bare
 // Ffi::Bind(), or one that already holds a platform context). A handler's parameters follow:
-//   (context..., y0, params, shared, t_span, weights, model, entry, options, ys, accepted, rejected,
-//    status)
+//   (context..., y0, params, shared, t_span, weights, tstops, first_step, model, entry, options,
+//    ys, accepted, rejected, status, event_time, event_state)
 // where `model` names the compiled model (a host library's path, or the CUDA cubins as
 // "sm_90=/a.cubin;sm_80=/b.cubin") and `entry` its entry point.
 template <class Binding>
@@ -53,13 +55,17 @@ auto bind_ensemble_solve(Binding binding) {
       .template Arg<AnyBuffer>()  // shared
       .template Arg<AnyBuffer>()  // t_span
       .template Arg<AnyBuffer>()  // error_weights
+      .template Arg<AnyBuffer>()  // tstops
+      .template Arg<AnyBuffer>()  // first_step
       .template Attr<std::string_view>("model")
       .template Attr<std::string_view>("entry")
       .template Attr<ShoalSolveOptions>("options")
       .template Ret<AnyBuffer>()   // ys
       .template Ret<AnyBuffer>()   // accepted
       .template Ret<AnyBuffer>()   // rejected
-      .template Ret<AnyBuffer>();  // status
+      .template Ret<AnyBuffer>()   // status
+      .template Ret<AnyBuffer>()   // event_time (empty without an event)
+      .template Ret<AnyBuffer>();  // event_state (empty without an event)
 }
 
 // Fills `a` (pointers are the buffers' own, host or device) or returns an InvalidArgument error

@@ -36,7 +36,7 @@ bool load_model(const std::string& path, const std::string& entry, LoadedModel* 
     return false;
   }
   using AbiFn = int32_t (*)();
-  using InfoFn = void (*)(int32_t*, int32_t*, int32_t*, int32_t*);
+  using InfoFn = void (*)(int32_t*, int32_t*, int32_t*, int32_t*, int32_t*, int32_t*);
   auto abi = reinterpret_cast<AbiFn>(dlsym(handle, "shoal_abi_version"));
   auto info = reinterpret_cast<InfoFn>(dlsym(handle, "shoal_model_info"));
   auto solve = reinterpret_cast<SolveRangeFn>(dlsym(handle, entry.c_str()));
@@ -56,7 +56,7 @@ bool load_model(const std::string& path, const std::string& entry, LoadedModel* 
   }
   LoadedModel m;
   m.solve_range = solve;
-  info(&m.n_vars, &m.n_params, &m.n_shared, &m.dtype_bits);
+  info(&m.n_vars, &m.n_params, &m.n_shared, &m.dtype_bits, &m.n_saved, &m.has_event);
   registry().emplace(key, m);
   *out = m;
   return true;

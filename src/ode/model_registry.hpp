@@ -21,6 +21,8 @@ struct LoadedModel {
   int32_t n_params = 0;
   int32_t n_shared = 0;  // the trailing n_shared of n_params are shared by the ensemble
   int32_t dtype_bits = 0;  // 32 or 64
+  int32_t n_saved = 0;     // numbers per save (model_traits.hpp)
+  int32_t has_event = 0;
 };
 
 // Loads (or finds) the library at `path` and resolves `entry`. On failure returns false and sets

@@ -53,8 +53,8 @@ NB_MODULE(_ode_ext, m) {
   m.def(
       "_solve_on_cuda_stream_for_testing",
       [](const std::string& cubins, const std::string& entry, F64 y0, F64 params, F64 shared,
-         F64 t_span,
-         F64 weights, F64 ys, I32 accepted, I32 rejected, I32 status, nb::dict kernel_options) {
+         F64 t_span, F64 weights, F64 first_step, F64 ys, I32 accepted, I32 rejected, I32 status,
+         nb::dict kernel_options) {
         ShoalSolveOptions options;  // the fields given override the defaults
 #define SHOAL_OPTION_FROM_DICT(type, name, value, meaning) \
   if (kernel_options.contains(#name)) options.name = nb::cast<type>(kernel_options[#name]);
@@ -69,6 +69,9 @@ NB_MODULE(_ode_ext, m) {
           a->n_params = shape.n_params;
           a->n_shared = shape.n_shared;
           a->n_save = static_cast<int32_t>(t_span.shape(0));
+          a->n_saved = shape.n_saved;
+          a->tstops_group = a->n_traj;  // no stops, no event
+          a->first_step = first_step.data();
           a->y0 = y0.data();
           a->params = params.data();
           a->shared = shared.data();

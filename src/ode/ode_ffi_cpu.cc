@@ -39,7 +39,8 @@ ffi::Error solve_impl(ffi::ThreadPool& pool, const EnsembleBuffers& buffers,
   if (!load_model(std::string(model_path), std::string(entry), &model, &error)) {
     return ffi::Error(ffi::ErrorCode::kFailedPrecondition, error);
   }
-  const ModelShape shape{model.n_vars, model.n_params, model.n_shared, model.dtype_bits};
+  const ModelShape shape{model.n_vars,     model.n_params, model.n_shared,
+                         model.dtype_bits, model.n_saved,  model.has_event};
   ShoalEnsembleArgs a;
   ffi::Error filled = fill_ensemble_args(shape, buffers, options, &a);
   if (filled.failure()) return filled;
@@ -56,14 +57,17 @@ ffi::Error solve_impl(ffi::ThreadPool& pool, const EnsembleBuffers& buffers,
 }
 
 ffi::Error solve(ffi::ThreadPool pool, ffi::AnyBuffer y0, ffi::AnyBuffer params,
-                 ffi::AnyBuffer shared, ffi::AnyBuffer t_span, ffi::AnyBuffer weights, std::string_view model,
+                 ffi::AnyBuffer shared, ffi::AnyBuffer t_span, ffi::AnyBuffer weights,
+                 ffi::AnyBuffer tstops, ffi::AnyBuffer first_step, std::string_view model,
                  std::string_view entry, ShoalSolveOptions options, ffi::Result<ffi::AnyBuffer> ys,
                  ffi::Result<ffi::AnyBuffer> accepted, ffi::Result<ffi::AnyBuffer> rejected,
-                 ffi::Result<ffi::AnyBuffer> status) {
+                 ffi::Result<ffi::AnyBuffer> status, ffi::Result<ffi::AnyBuffer> event_time,
+                 ffi::Result<ffi::AnyBuffer> event_state) {
   return without_exceptions("shoal.ode.solve", [&] {
-    return solve_impl(pool, {y0, params, shared, t_span, weights, ys, accepted, rejected, status},
-                      model,
-                      entry, options);
+    return solve_impl(pool,
+                      {y0, params, shared, t_span, weights, tstops, first_step, ys, accepted,
+                       rejected, status, event_time, event_state},
+                      model, entry, options);
   });
 }
 

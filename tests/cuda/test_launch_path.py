@@ -74,7 +74,8 @@ SCENARIO = textwrap.dedent("""
     for cubins, entry in spec["calls"]:
         out["errors"].append(_ode_ext._solve_on_cuda_stream_for_testing(
             cubins, entry, data["y0"], data["params"], np.zeros(0), t_span,
-            np.ones_like(data["y0"]), ys, *stats, spec["options"]))
+            np.ones_like(data["y0"]), np.full(n_traj, spec["first_step"]), ys, *stats,
+            spec["options"]))
     np.savez(spec["result"], ys=ys, accepted=stats[0], rejected=stats[1], status=stats[2])
     lib = __import__("ctypes").CDLL(spec["driver"])
     lib.fake_cuda_threads.restype = __import__("ctypes").c_longlong
@@ -90,9 +91,9 @@ def _run(fake_driver, tmp_path, calls, y0, params, t_span, *, rtol=1e-8, atol=1e
     np.savez(data, y0=y0, params=params, t_span=t_span)
     from shoal.ode._options import SolveOptions
 
-    kernel_options = SolveOptions(rtol=rtol, atol=atol, first_step=first_step,
-                                  max_steps=max_steps).kernel_attributes()
+    kernel_options = SolveOptions(rtol=rtol, atol=atol, max_steps=max_steps).kernel_attributes()
     spec = dict(data=str(data), result=str(tmp_path / "result.npz"), calls=calls,
+                first_step=first_step,
                 options={k: v.item() for k, v in kernel_options.items()},
                 driver=str(fake_driver))
     env = dict(os.environ, SHOAL_LIBCUDA=str(fake_driver), FAKE_CUDA_SM=sm,
@@ -184,9 +185,10 @@ def test_rodas5p_with_sensitivities_through_the_fake_driver(fake_driver, tmp_pat
                        t_span, rtol=1e-7, atol=1e-12, first_step=1e-6)
     assert report["errors"] == [""]
     model, _ = _model.generated_model(robertson, 3, 3, np.float64)
-    ys, acc, rej, status = _primitive.ensemble_solve(
-        z0, params, np.zeros(0), t_span, np.ones_like(z0), build=ModelBuild(model, sens),
-        options=SolveOptions(rtol=1e-7, atol=1e-12, first_step=1e-6))
+    ys, acc, rej, status, _, _ = _primitive.ensemble_solve(
+        z0, params, np.zeros(0), t_span, np.ones_like(z0), np.zeros((1, 0)),
+        np.full((n_traj, 1), 1e-6), build=ModelBuild(model, sens),
+        options=SolveOptions(rtol=1e-7, atol=1e-12))
     np.testing.assert_array_equal(got["ys"], np.asarray(ys))
     np.testing.assert_array_equal(got["accepted"], np.asarray(acc))
     assert np.all(np.asarray(status) == 0)
@@ -207,7 +209,7 @@ def test_launch_path_errors_are_messages(fake_driver, tmp_path):
     wrong_abi = tmp_path / "wrong_abi.cu"
     wrong_abi.write_text(
         '#include "shoal/ode/ensemble.hpp"\n'
-        'extern "C" __device__ const int32_t shoal_model_info[5] = {1, 3, 3, 0, 64};\n'
+        'extern "C" __device__ const int32_t shoal_model_info[7] = {1, 3, 3, 0, 64, 3, 0};\n'
         'extern "C" __global__ void k(ShoalEnsembleArgs) {}\n')
     _compile(["-std=c++17", "-fPIC", "-shared", "-x", "c++", "-include",
               str(HERE / "fake_cuda" / "kernel_shim.h"), f"-I{ROOT / 'include'}",

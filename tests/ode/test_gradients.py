@@ -539,20 +539,6 @@ def test_only_perturbed_inputs_columns_are_integrated(method):
                                rtol=1e-6)
 
 
-@pytest.mark.parametrize("method", METHODS)
-def test_differentiating_t_span_raises(method):
-    y0, p = jnp.asarray(CASCADE_Y0), jnp.asarray(CASCADE_P)
-    t = jnp.asarray(CASCADE_T)
-    with pytest.raises(NotImplementedError, match="t_span"):
-        jax.grad(lambda s: jnp.sum(solve(cascade, y0, s, p, method=method)))(t)
-    with pytest.raises(NotImplementedError, match="t_span"):
-        jax.jvp(lambda s: solve(cascade, y0, s, p, method=method), (t,), (jnp.ones_like(t),))
-    # Also when params are differentiated at the same time.
-    with pytest.raises(NotImplementedError, match="t_span"):
-        jax.grad(lambda s, q: jnp.sum(solve(cascade, y0, s, q, method=method)),
-                 argnums=(0, 1))(t, p)
-
-
 def test_hessian_raises_not_implemented():
     y0 = jnp.asarray(CASCADE_Y0)
 

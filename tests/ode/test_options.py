@@ -34,7 +34,8 @@ def test_cpp_defaults_match_the_python_defaults_where_both_exist():
     record = SolveOptions()
     defaults = record.kernel_attributes()
     cpp = {name: float(value) for _, name, value in _cpp_fields()}
-    for name in ("first_step", "max_steps", "pcoeff", "icoeff", "dcoeff", "rtol"):
+    for name in ("max_step", "max_steps", "pcoeff", "icoeff", "dcoeff", "rtol", "factor_min",
+                 "factor_max", "event_terminal", "event_direction"):
         assert float(defaults[name]) == cpp[name], name
 
 
@@ -67,7 +68,12 @@ def test_sparsity_pattern_is_read_only_and_keyed_by_value():
     (dict(ordering="rcm"), ValueError, "ordering must be one of"),
     (dict(rtol=0.0), ValueError, "rtol must be a finite number > 0"),
     (dict(atol="1e-3"), TypeError, "atol must be a Python float"),
-    (dict(first_step=-1.0), ValueError, "first_step"),
+    (dict(max_step=-1.0), ValueError, "max_step"),
+    (dict(factor_min=1.5), ValueError, "factor_min"),
+    (dict(factor_max=0.5), ValueError, "factor_max"),
+    (dict(jump_fn=3), TypeError, "jump_fn"),
+    (dict(save_fn="h"), TypeError, "save_fn"),
+    (dict(event=lambda y, t, p: y[0]), TypeError, "shoal.ode.Event"),
     (dict(max_steps=1.5), TypeError, "max_steps must be a Python int"),
     (dict(dcoeff=float("nan")), ValueError, "dcoeff must be a finite Python float"),
     (dict(sparsity="dense"), ValueError, "sparsity must be None, 'auto' or a pattern"),
@@ -101,4 +107,4 @@ def test_abi_version_folds_in_the_option_fields():
     for byte in spelling.encode():
         h = ((h ^ byte) * 16777619) % 2**32
     assert _ode_ext.abi_version & 0xFFFFFF == h & 0xFFFFFF
-    assert _ode_ext.abi_version >> 24 == 4
+    assert _ode_ext.abi_version >> 24 == 5

@@ -1,7 +1,7 @@
 // Step-size control: the scaled RMS error norm and a PID controller.
 //
-// Norm: sqrt(mean_i (w_i err_i / (atol + rtol max(|y_i|, |y_new_i|)))^2); a step is accepted when
-// it is ≤ 1. A NaN or Inf anywhere makes the norm non-finite, which rejects the step and shrinks
+// Norm: sqrt(mean_i (w_i err_i / (atol + rtol max(|y_i|, |y_new_i|)))^2), the mean over the
+// components with w_i ≠ 0; a step is accepted when it is ≤ 1. A NaN or Inf anywhere makes the norm non-finite, which rejects the step and shrinks
 // it by the minimum factor: a model that leaves its domain is stepped back into it, never trusted.
 //
 // PID (Söderlind's form as diffrax writes it, on inverse scaled errors δ_n = 1/‖err_n‖):
@@ -36,22 +36,41 @@ struct ControllerOptions {
     c.pcoeff = T(o.pcoeff);
     c.icoeff = T(o.icoeff);
     c.dcoeff = T(o.dcoeff);
+    c.factor_min = T(o.factor_min);
+    c.factor_max = T(o.factor_max);
     return c;
   }
 };
 
-// Scaled RMS norm of an error estimate. `weights` may be null (all ones).
+// The number of components the RMS averages over: those of [0, n) with a nonzero weight (all of
+// them when `weights` is null). A component weighted 0 leaves the mean, so controlling 6 of 72
+// states needs no rescaling of the weights; at least 1, so all-zero weights give a zero norm.
 template <class T>
-SHOAL_HD T error_norm(int n, const T* err, const T* y, const T* y_new, const T* weights,
-                      const ControllerOptions<T>& opt) {
+SHOAL_HD int weighted_count(int n, const T* weights) {
+  if (!weights) return n;
+  int count = 0;
+  for (int i = 0; i < n; ++i) count += weights[i] != T(0) ? 1 : 0;
+  return count > 0 ? count : 1;
+}
+
+// Scaled RMS norm of an error estimate over [0, n), averaged over `count` components
+// (weighted_count). `weights` may be null (all ones).
+template <class T>
+SHOAL_HD T error_norm(int n, int count, const T* err, const T* y, const T* y_new,
+                      const T* weights, const ControllerOptions<T>& opt) {
   T sum = T(0);
   for (int i = 0; i < n; ++i) {
+    if (weights && weights[i] == T(0)) {
+      // Out of the mean, but a NaN or Inf there still rejects the step.
+      if (!math::is_finite(err[i])) sum += err[i] * err[i] + T(1) / T(0);
+      continue;
+    }
     const T scale = opt.atol + opt.rtol * math::max(math::abs(y[i]), math::abs(y_new[i]));
     T e = err[i] / scale;
     if (weights) e *= weights[i];
     sum += e * e;
   }
-  return math::sqrt(sum / T(n));
+  return math::sqrt(sum / T(count));
 }
 
 template <class T>

@@ -21,7 +21,8 @@ namespace shoal {
 namespace ode {
 
 template <class Base, int M>
-struct DirectionalSensitivity {
+struct DirectionalSensitivity
+    : SensitivityMembers<DirectionalSensitivity<Base, M>, Base, M> {
   static_assert(M > 0, "a sensitivity model needs at least one direction");
   using BaseModel = Base;
   static constexpr int n_base = Base::n_vars;

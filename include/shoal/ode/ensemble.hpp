@@ -14,7 +14,7 @@
 // The ensemble ABI: the host refuses a library built against a different layout instead of
 // reading garbage. Bump SHOAL_ODE_ABI_BASE whenever ShoalEnsembleArgs (outside its options) or the
 // exported entry signatures change; the options' layout is folded in by itself.
-#define SHOAL_ODE_ABI_BASE 4
+#define SHOAL_ODE_ABI_BASE 5
 #define SHOAL_ODE_ABI_VERSION \
   (static_cast<int32_t>(SHOAL_ODE_ABI_BASE << 24) | ::shoal::ode::solve_options_layout())
 
@@ -28,8 +28,13 @@ extern "C" {
 //            one row serves a whole ensemble and a vmapped solve has one per batch element
 //   weights  (n_traj, n_vars), or null for all ones
 //   t_span   (n_traj / t_span_group, n_save): trajectory m uses row m / t_span_group
-//   ys       (n_traj, n_save, n_vars)
+//   tstops   (n_traj / tstops_group, n_tstops), each row ascending (integrate.hpp)
+//   first_step  (n_traj,): > 0 overrides the default first step
+//   ys       (n_traj, n_save, n_saved): what each save records (the state, n_saved = n_vars,
+//            unless the model has a save, model_traits.hpp)
 //   accepted, rejected, status  (n_traj,) int32
+//   event_time (n_traj,), event_state (n_traj, n_vars): only for a model with an event (else
+//            null), NaN where no event occurred
 typedef struct ShoalEnsembleArgs {
   int64_t n_traj;
   int64_t t_span_group;
@@ -48,6 +53,13 @@ typedef struct ShoalEnsembleArgs {
   int32_t n_params;
   int32_t n_shared;
   int32_t n_save;
+  const void* tstops;
+  const void* first_step;
+  void* event_time;
+  void* event_state;
+  int64_t tstops_group;
+  int32_t n_tstops;
+  int32_t n_saved;
 } ShoalEnsembleArgs;
 
 }  // extern "C"
@@ -62,14 +74,24 @@ SHOAL_HD void solve_one(const ShoalEnsembleArgs& a, const IntegrateOptions<T>& o
   constexpr int np = Model::n_params;
   constexpr int n_shared = n_shared_params<Model>();
   constexpr int n_own = np - n_shared;
-  const T* y0 = static_cast<const T*>(a.y0) + m * n;
+  Trajectory<T> tr;
+  tr.y0 = static_cast<const T*>(a.y0) + m * n;
+  tr.t_span = static_cast<const T*>(a.t_span) + (m / a.t_span_group) * a.n_save;
+  tr.n_save = a.n_save;
+  tr.tstops = static_cast<const T*>(a.tstops) + (m / a.tstops_group) * a.n_tstops;
+  tr.n_tstops = a.n_tstops;
+  tr.weights = a.weights ? static_cast<const T*>(a.weights) + m * n : nullptr;
+  tr.first_step = a.first_step ? static_cast<const T*>(a.first_step)[m] : T(-1);
+  tr.out = static_cast<T*>(a.ys) + m * a.n_save * n_saved<Model>();
+  if constexpr (has_event<Model>()) {
+    tr.event_time = static_cast<T*>(a.event_time) + m;
+    tr.event_state = static_cast<T*>(a.event_state) + m * n;
+  }
   const T* own = static_cast<const T*>(a.params) + m * n_own;
-  const T* t_span = static_cast<const T*>(a.t_span) + (m / a.t_span_group) * a.n_save;
-  const T* w = a.weights ? static_cast<const T*>(a.weights) + m * n : nullptr;
-  T* out = static_cast<T*>(a.ys) + m * a.n_save * n;
   IntegrateStats stats;
   if constexpr (n_shared == 0) {
-    a.status[m] = integrate<Stepper, Model, T>(y0, own, t_span, a.n_save, w, opt, out, &stats);
+    tr.p = own;
+    a.status[m] = integrate<Stepper, Model, T>(tr, opt, &stats);
   } else {
     // The model reads one contiguous p: its own parameters, then the shared ones (copied once
     // per trajectory, not per step).
@@ -77,7 +99,8 @@ SHOAL_HD void solve_one(const ShoalEnsembleArgs& a, const IntegrateOptions<T>& o
     const T* shared = static_cast<const T*>(a.shared) + (m / a.shared_group) * n_shared;
     for (int i = 0; i < n_own; ++i) p[i] = own[i];
     for (int i = 0; i < n_shared; ++i) p[n_own + i] = shared[i];
-    a.status[m] = integrate<Stepper, Model, T>(y0, p, t_span, a.n_save, w, opt, out, &stats);
+    tr.p = p;
+    a.status[m] = integrate<Stepper, Model, T>(tr, opt, &stats);
   }
   a.accepted[m] = stats.accepted;
   a.rejected[m] = stats.rejected;

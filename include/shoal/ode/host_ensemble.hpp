@@ -43,6 +43,11 @@ ShoalEnsembleArgs ensemble_args(int64_t n_traj, int n_save, const T* y0, const T
   a.rejected = rejected;
   a.status = status;
   a.options = options;
+  a.tstops = nullptr;
+  a.tstops_group = a.t_span_group;
+  a.n_tstops = 0;
+  a.first_step = nullptr;
+  a.n_saved = n_saved<Model>();
   return a;
 }
 

@@ -1,14 +1,26 @@
-// The per-trajectory adaptive loop: steps, saves by dense output, and the trajectory's status.
+// The per-trajectory adaptive loop: steps, stops, saves by dense output, events, and the
+// trajectory's status.
 //
 // The stepper (Tsit5, Rodas5P) supplies init/step/accept/interpolate and its error order;
-// everything about time stepping lives here once. Saves never constrain the step: every save time
-// inside an accepted step is filled from the stepper's continuous extension, and the final step is
-// clamped so it lands exactly on t_span[n_save-1].
+// everything about time stepping lives here once.
+//   - Saves never constrain the step: every save time inside an accepted step is filled from the
+//     stepper's continuous extension (through the model's save, if it has one: model_traits.hpp).
+//   - Stops (tstops) do: the step before a stop s ends two floats before s, so its last stage's
+//     time t + h, rounded, stays left of s, and the next step starts at the float after s. A
+//     model whose f jumps at s (written `t < s` or `t <= s`) is thus evaluated on one side of s
+//     per step, and the stepper restarts there (Tsit5's FSAL stage recomputed, the step size
+//     re-estimated, the controller's history cleared) after the model's jump, if it has one,
+//     maps the state. A save at s records the state before the jump.
+//   - The final step is clamped so it lands exactly on t_span[n_save-1].
+//   - An event g(y, t, p) (model_traits.hpp) is checked on every accepted step: a sign change
+//     between its ends is located on the dense output by the Illinois method to a few ulps of t.
+//     The first event's time and state are recorded; a terminal one ends the trajectory there.
 #pragma once
 
 #include "shoal/config.hpp"
 #include "shoal/math.hpp"
 #include "shoal/ode/controller.hpp"
+#include "shoal/ode/model_traits.hpp"
 #include "shoal/ode/solve_options.hpp"
 #include "shoal/ode/status.hpp"
 
@@ -19,16 +31,22 @@ template <class T>
 struct IntegrateOptions {
   ControllerOptions<T> controller;
   T first_step;              // ≤ 0 or non-finite: 1e-6 · (t_final − t_0)
+  T max_step = T(-1);        // ≤ 0: unbounded
   int64_t max_steps;         // attempts (accepted + rejected)
   int error_components = 0;  // the norm covers components [0, this) only; 0 = all
+  bool event_terminal = true;
+  int event_direction = 0;  // +1: rising crossings only, −1: falling only, 0: both
 
   // The run-time options in the solve's precision (once per ensemble slice, not per step).
   SHOAL_HD static IntegrateOptions from(const ShoalSolveOptions& o) {
     IntegrateOptions opt;
     opt.controller = ControllerOptions<T>::from(o);
-    opt.first_step = T(o.first_step);
+    opt.first_step = T(-1);
+    opt.max_step = T(o.max_step);
     opt.max_steps = o.max_steps;
     opt.error_components = static_cast<int>(o.error_components);
+    opt.event_terminal = o.event_terminal != 0;
+    opt.event_direction = static_cast<int>(o.event_direction);
     return opt;
   }
 };
@@ -38,15 +56,101 @@ struct IntegrateStats {
   int32_t rejected = 0;
 };
 
-// Integrates one trajectory. `out` is (n_save, n) row-major; out[0] = y0. On failure the saves
-// not reached are NaN and the returned status says why. `weights` may be null.
-template <template <class, class> class Stepper, class Model, class T>
-SHOAL_HD Status integrate(const T* y0, const T* p, const T* t_span, int n_save, const T* weights,
-                          const IntegrateOptions<T>& opt, T* out, IntegrateStats* stats) {
+// One trajectory's inputs and outputs.
+template <class T>
+struct Trajectory {
+  const T* y0 = nullptr;      // (n)
+  const T* p = nullptr;       // the model's parameters
+  const T* t_span = nullptr;  // (n_save), strictly increasing
+  int n_save = 0;
+  const T* tstops = nullptr;  // (n_tstops), ascending; those outside (t_0, t_final) are ignored
+  int n_tstops = 0;
+  const T* weights = nullptr;  // (n) error weights, or null for all ones
+  T first_step = T(-1);        // > 0 and finite: overrides the options'
+  T* out = nullptr;            // (n_save, n_saved<Model>()) row-major
+  T* event_time = nullptr;     // (1) and (n), written when the model has an event
+  T* event_state = nullptr;
+};
+
+namespace detail {
+
+// A step size for restarting at (t, y) after a stop: Hairer, Nørsett & Wanner's starting-step
+// heuristic (Solving ODEs I, II.4): an explicit Euler probe of f's variation, scaled for the
+// method's error order, and at most `span` (the distance to the next stop or the end).
+template <class Model, class T>
+SHOAL_HD T restart_step(const T* y, T t, const T* p, T span, int n_error, int count,
+                        const T* weights, const ControllerOptions<T>& c, int order) {
   constexpr int n = Model::n_vars;
+  T f0[n], y1[n], f1[n];
+  Model::template rhs<T>(y, t, p, f0);
+  T d0 = T(0), d1 = T(0);
+  for (int i = 0; i < n_error; ++i) {
+    const T w = weights ? weights[i] : T(1);
+    if (w == T(0)) continue;
+    const T scale = (c.atol + c.rtol * math::abs(y[i])) / w;
+    d0 += (y[i] / scale) * (y[i] / scale);
+    d1 += (f0[i] / scale) * (f0[i] / scale);
+  }
+  d0 = math::sqrt(d0 / T(count));
+  d1 = math::sqrt(d1 / T(count));
+  T h0 = (d0 < T(1e-5) || d1 < T(1e-5)) ? T(1e-6) * span : T(0.01) * d0 / d1;
+  h0 = math::min(h0, span);
+  for (int i = 0; i < n; ++i) y1[i] = y[i] + h0 * f0[i];
+  Model::template rhs<T>(y1, t + h0, p, f1);
+  T d2 = T(0);
+  for (int i = 0; i < n_error; ++i) {
+    const T w = weights ? weights[i] : T(1);
+    if (w == T(0)) continue;
+    const T scale = (c.atol + c.rtol * math::abs(y[i])) / w;
+    d2 += ((f1[i] - f0[i]) / scale) * ((f1[i] - f0[i]) / scale);
+  }
+  d2 = math::sqrt(d2 / T(count)) / h0;
+  const T d = math::max(d1, d2);
+  const T h1 = d <= T(1e-15) ? math::max(T(1e-6) * span, h0 * T(1e-3))
+                             : math::pow(T(0.01) / d, T(1) / T(order));
+  const T h = math::min(T(100) * h0, h1);
+  // A NaN probe (f undefined just past the stop) falls back to a small step.
+  return math::is_finite(h) && h > T(0) ? math::min(h, span) : T(1e-6) * span;
+}
+
+// Whether g going from g0 to g1 is a crossing the event counts.
+template <class T>
+SHOAL_HD bool crosses(T g0, T g1, int direction) {
+  const bool rising = g0 < T(0) && g1 >= T(0);
+  const bool falling = g0 > T(0) && g1 <= T(0);
+  return direction > 0 ? rising : direction < 0 ? falling : (rising || falling);
+}
+
+}  // namespace detail
+
+// Integrates one trajectory. out[0] records y0. On failure the saves not reached are NaN and
+// the returned status says why; after a terminal event too (status kEvent).
+template <template <class, class> class Stepper, class Model, class T>
+SHOAL_HD Status integrate(const Trajectory<T>& tr, const IntegrateOptions<T>& opt,
+                          IntegrateStats* stats) {
+  constexpr int n = Model::n_vars;
+  constexpr int n_out = n_saved<Model>();
   using S = Stepper<Model, T>;
+  const T* p = tr.p;
+  const T* t_span = tr.t_span;
+  const int n_save = tr.n_save;
   stats->accepted = 0;
   stats->rejected = 0;
+  const T nan = T(0) / T(0);
+  if constexpr (has_event<Model>()) {
+    tr.event_time[0] = nan;
+    for (int i = 0; i < n; ++i) tr.event_state[i] = nan;
+  }
+
+  // What save j records of the state y at its time.
+  auto record = [&](int j, const T* y) {
+    T* dst = tr.out + j * n_out;
+    if constexpr (has_save<Model>()) {
+      Model::template save<T>(y, t_span[j], p, dst);
+    } else {
+      for (int i = 0; i < n; ++i) dst[i] = y[i];
+    }
+  };
 
   int saved = 0;  // saves written so far
   Status status = kSuccess;
@@ -54,7 +158,7 @@ SHOAL_HD Status integrate(const T* y0, const T* p, const T* t_span, int n_save, 
   for (int j = 1; valid && j < n_save; ++j)
     valid = math::is_finite(t_span[j]) && t_span[j] > t_span[j - 1];
   bool finite_y0 = true;
-  for (int i = 0; i < n; ++i) finite_y0 = finite_y0 && math::is_finite(y0[i]);
+  for (int i = 0; i < n; ++i) finite_y0 = finite_y0 && math::is_finite(tr.y0[i]);
 
   if (!valid) {
     status = kInvalidInput;
@@ -62,74 +166,182 @@ SHOAL_HD Status integrate(const T* y0, const T* p, const T* t_span, int n_save, 
     status = kNonFinite;
   } else {
     T y[n], y_new[n], err[n];
-    for (int i = 0; i < n; ++i) y[i] = out[i] = y0[i];
+    for (int i = 0; i < n; ++i) y[i] = tr.y0[i];
+    record(0, y);
     saved = 1;
 
     const T t0 = t_span[0];
     const T t_final = t_span[n_save - 1];
+    const T inf = T(1) / T(0);
+    const T max_step = opt.max_step > T(0) ? opt.max_step : inf;
     T t = t0;
-    T h = opt.first_step;
+    T h = tr.first_step > T(0) && math::is_finite(tr.first_step) ? tr.first_step
+                                                                   : opt.first_step;
     if (!(h > T(0)) || !math::is_finite(h)) h = T(1e-6) * (t_final - t0);
 
     const int n_error =
         opt.error_components > 0 && opt.error_components < n ? opt.error_components : n;
+    const int count = weighted_count(n_error, tr.weights);
+    int next_stop = 0;  // the first stop after t (a NaN one is skipped as "not after")
+    while (next_stop < tr.n_tstops && !(tr.tstops[next_stop] > t)) ++next_stop;
+
     S stepper;
     stepper.init(y, t, p);
     PidController<T> ctrl{opt.controller, S::error_order};
     bool last_rejection_non_finite = false;
     int64_t attempts = 0;
+    T g_prev = T(0);
+    bool event_found = false;
+    if constexpr (has_event<Model>()) Model::template event<T>(y, t, p, &g_prev);
 
     while (saved < n_save) {
-      if (attempts >= opt.max_steps) {
-        status = kMaxStepsReached;
-        break;
-      }
-      // Land exactly on the final time rather than leave a sliver for one more step.
-      bool final_step = false;
-      if (h >= t_final - t) {
-        h = t_final - t;
-        final_step = true;
-      }
-      const T t_next = final_step ? t_final : t + h;
-      if (!(t_next > t)) {
-        status = last_rejection_non_finite ? kNonFinite : kStepSizeUnderflow;
-        break;
-      }
-      ++attempts;
-      stepper.step(y, t, h, p, y_new, err);
-      const T norm = error_norm(n_error, err, y, y_new, weights, ctrl.opt);
-      const bool accepted = PidController<T>::accepts(norm);
-      const T factor = ctrl.factor(norm, accepted);
-      if (!accepted) {
-        ++stats->rejected;
-        last_rejection_non_finite = !math::is_finite(norm);
-        h *= factor;
-        continue;
-      }
-      ++stats->accepted;
-      last_rejection_non_finite = false;
-      // Every save time in (t, t_next] is served by this step.
-      while (saved < n_save && t_span[saved] <= t_next) {
-        T* dst = out + saved * n;
-        if (t_span[saved] == t_next) {
-          for (int i = 0; i < n; ++i) dst[i] = y_new[i];
-        } else {
-          stepper.interpolate(y, h, (t_span[saved] - t) / h, dst);
+      const bool stop_ahead = next_stop < tr.n_tstops && tr.tstops[next_stop] < t_final;
+      const T target = stop_ahead ? tr.tstops[next_stop] : t_final;
+      // Where a step that reaches the target ends: the target itself, or left of a stop.
+      const T end = stop_ahead
+                        ? math::next_after(math::next_after(target, -inf), -inf)
+                        : target;
+      bool arrived = stop_ahead && !(end > t);  // already within two floats of the stop
+      if (!arrived) {
+        if (attempts >= opt.max_steps) {
+          status = kMaxStepsReached;
+          break;
         }
-        ++saved;
+        if (h > max_step) h = max_step;
+        // Land exactly on the end rather than leave a sliver for one more step.
+        const bool lands = h >= end - t;
+        if (lands) h = end - t;
+        const T t_next = lands ? end : t + h;
+        if (!(t_next > t)) {
+          status = last_rejection_non_finite ? kNonFinite : kStepSizeUnderflow;
+          break;
+        }
+        ++attempts;
+        stepper.step(y, t, h, p, y_new, err);
+        const T norm = error_norm(n_error, count, err, y, y_new, tr.weights, ctrl.opt);
+        const bool accepted = PidController<T>::accepts(norm);
+        const T factor = ctrl.factor(norm, accepted);
+        if (!accepted) {
+          ++stats->rejected;
+          last_rejection_non_finite = !math::is_finite(norm);
+          h *= factor;
+          continue;
+        }
+        ++stats->accepted;
+        last_rejection_non_finite = false;
+
+        // An event inside (t, t_next]: where the dense output's g changes sign.
+        T t_event = inf;
+        if constexpr (has_event<Model>()) {
+          T g_new;
+          Model::template event<T>(y_new, t_next, p, &g_new);
+          if (!event_found && detail::crosses(g_prev, g_new, opt.event_direction)) {
+            T lo = T(0), hi = T(1), g_lo = g_prev, g_hi = g_new, y_mid[n];
+            int side = 0;  // Illinois: halve the value kept twice in a row
+            for (int it = 0; it < 200 && (hi - lo) * h > T(4) * math::abs(t_next) *
+                                                              (T(1) - math::next_after(T(1), T(0)));
+                 ++it) {
+              T theta = (lo * g_hi - hi * g_lo) / (g_hi - g_lo);
+              if (!(theta > lo && theta < hi)) theta = T(0.5) * (lo + hi);
+              stepper.interpolate(y, h, theta, y_mid);
+              T g_mid;
+              Model::template event<T>(y_mid, t + theta * h, p, &g_mid);
+              if (detail::crosses(g_lo, g_mid, opt.event_direction) ||
+                  (opt.event_direction != 0 && g_mid == T(0))) {
+                hi = theta;
+                g_hi = g_mid;
+                if (side == -1) g_lo *= T(0.5);
+                side = -1;
+              } else {
+                lo = theta;
+                g_lo = g_mid;
+                if (side == 1) g_hi *= T(0.5);
+                side = 1;
+              }
+            }
+            // The right end of the bracket: the first time the crossing has happened.
+            event_found = true;
+            t_event = hi >= T(1) ? t_next : t + hi * h;
+            tr.event_time[0] = t_event;
+            if (hi >= T(1)) {
+              for (int i = 0; i < n; ++i) tr.event_state[i] = y_new[i];
+            } else {
+              stepper.interpolate(y, h, hi, tr.event_state);
+            }
+            if (!opt.event_terminal) t_event = inf;
+          }
+          g_prev = g_new;
+        }
+
+        // Every save time in (t, t_next] is served by this step, and one at the stop too; after
+        // a terminal event only those up to it.
+        const T served_to = math::min(lands && stop_ahead ? target : t_next, t_event);
+        while (saved < n_save && t_span[saved] <= served_to) {
+          if (t_span[saved] >= t_next) {
+            record(saved, y_new);
+          } else {
+            T y_save[n];
+            stepper.interpolate(y, h, (t_span[saved] - t) / h, y_save);
+            record(saved, y_save);
+          }
+          ++saved;
+        }
+        if (t_event < inf) {
+          status = kEvent;
+          break;
+        }
+        for (int i = 0; i < n; ++i) y[i] = y_new[i];
+        stepper.accept();
+        t = t_next;
+        h *= factor;
+        arrived = lands && stop_ahead;
+      } else {
+        while (saved < n_save && t_span[saved] <= target) record(saved++, y);
       }
-      for (int i = 0; i < n; ++i) y[i] = y_new[i];
-      stepper.accept();
-      t = t_next;
-      h *= factor;
+      if (arrived) {
+        // At the stop: the jump, then a fresh start just right of it.
+        if constexpr (has_jump<Model>()) {
+          T jumped[n];
+          Model::template jump<T>(y, target, p, jumped);
+          for (int i = 0; i < n; ++i) y[i] = jumped[i];
+        }
+        t = math::next_after(target, inf);
+        while (next_stop < tr.n_tstops && !(tr.tstops[next_stop] > t)) ++next_stop;
+        const bool more = next_stop < tr.n_tstops && tr.tstops[next_stop] < t_final;
+        const T span = (more ? tr.tstops[next_stop] : t_final) - t;
+        if (span > T(0)) {
+          stepper.init(y, t, p);
+          h = detail::restart_step<Model>(y, t, p, span, n_error, count, tr.weights,
+                                          ctrl.opt, S::error_order);
+          ctrl = PidController<T>{opt.controller, S::error_order};
+          if constexpr (has_event<Model>()) Model::template event<T>(y, t, p, &g_prev);
+        } else {
+          // The end is within a float of the stop: it records the state after the jump.
+          while (saved < n_save) record(saved++, y);
+        }
+      }
     }
   }
 
-  const T nan = T(0) / T(0);
   for (int j = saved; j < n_save; ++j) {
-    for (int i = 0; i < n; ++i) out[j * n + i] = nan;
+    for (int i = 0; i < n_out; ++i) tr.out[j * n_out + i] = nan;
   }
   return status;
+}
+
+// The same without stops, per-trajectory first step or events' outputs: `out` is
+// (n_save, n_saved<Model>()), `weights` may be null.
+template <template <class, class> class Stepper, class Model, class T>
+SHOAL_HD Status integrate(const T* y0, const T* p, const T* t_span, int n_save, const T* weights,
+                          const IntegrateOptions<T>& opt, T* out, IntegrateStats* stats) {
+  Trajectory<T> tr;
+  tr.y0 = y0;
+  tr.p = p;
+  tr.t_span = t_span;
+  tr.n_save = n_save;
+  tr.weights = weights;
+  tr.out = out;
+  return integrate<Stepper, Model, T>(tr, opt, stats);
 }
 
 }  // namespace ode

@@ -1,8 +1,13 @@
 // What the ensemble machinery asks of a model beyond n_vars, n_params and rhs.
 //
-// A model may declare `static constexpr int n_shared`: the LAST n_shared of its n_params
-// parameters are shared by the whole ensemble (tables, constants) and travel once per call
-// instead of once per trajectory. A model without it has none.
+// Optional members, each detected here so a model without it needs nothing:
+//   static constexpr int n_shared      the LAST n_shared of its n_params parameters are shared by
+//                                      the whole ensemble (tables, constants) and travel once per
+//                                      call instead of once per trajectory (default 0);
+//   has_jump + jump(y, t, p, out)      the state map applied at each stop (a bolus dose);
+//   n_saved + save(y, t, p, out)       what a save records instead of the state (n_saved numbers);
+//   has_event + event(y, t, p, out)    out[0] = g(y, t, p), whose zero crossing is an event.
+// jump, save and event have rhs's signature and are instantiated with the same scalars.
 #pragma once
 
 #include "shoal/config.hpp"
@@ -20,12 +25,61 @@ SHOAL_HD constexpr int shared_params_of(long) {
   return 0;
 }
 
+template <class Model>
+SHOAL_HD constexpr auto saved_of(int) -> decltype(Model::n_saved) {
+  return Model::n_saved;
+}
+template <class Model>
+SHOAL_HD constexpr int saved_of(long) {
+  return -1;
+}
+
+template <class Model>
+SHOAL_HD constexpr auto jump_of(int) -> decltype(Model::has_jump) {
+  return Model::has_jump;
+}
+template <class Model>
+SHOAL_HD constexpr bool jump_of(long) {
+  return false;
+}
+
+template <class Model>
+SHOAL_HD constexpr auto event_of(int) -> decltype(Model::has_event) {
+  return Model::has_event;
+}
+template <class Model>
+SHOAL_HD constexpr bool event_of(long) {
+  return false;
+}
+
 }  // namespace detail
 
 // The number of trailing parameters of Model that are shared by the ensemble.
 template <class Model>
 SHOAL_HD constexpr int n_shared_params() {
   return detail::shared_params_of<Model>(0);
+}
+
+// Whether a save records Model::save(...) rather than the state itself.
+template <class Model>
+SHOAL_HD constexpr bool has_save() {
+  return detail::saved_of<Model>(0) >= 0;
+}
+
+// The numbers one save records.
+template <class Model>
+SHOAL_HD constexpr int n_saved() {
+  return has_save<Model>() ? detail::saved_of<Model>(0) : Model::n_vars;
+}
+
+template <class Model>
+SHOAL_HD constexpr bool has_jump() {
+  return detail::jump_of<Model>(0);
+}
+
+template <class Model>
+SHOAL_HD constexpr bool has_event() {
+  return detail::event_of<Model>(0);
 }
 
 }  // namespace ode

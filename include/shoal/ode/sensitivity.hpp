@@ -38,8 +38,80 @@ SHOAL_HD void sensitivity_rhs(const T* z, const T& t, const T* p, T* dz) {
   }
 }
 
+// The base model's jump or save (Map below) along a sensitivity model's seeds: the value (K
+// numbers) and its derivative along each column, out = [value, d_0, d_1, ...], so a jump maps
+// [y, S] to [g, g_y S_k + g_p e_k] — the joint state after the stop — and a save records h and
+// its sensitivities in the joint layout.
+template <class SensModel, class Map, class T>
+SHOAL_HD void sensitivity_map(const T* z, const T& t, const T* p, T* out) {
+  using Base = typename SensModel::BaseModel;
+  constexpr int n_base = Base::n_vars, n_sens = SensModel::n_sens, np = Base::n_params;
+  constexpr int K = Map::template size<Base>();
+  using D = ad::Dual<T, n_sens>;
+  D yd[n_base], res[K];
+  D pd[np > 0 ? np : 1];
+  SensModel::template seed<D, T>(z, z + n_base, p, yd, pd);
+  Map::template apply<Base, D>(yd, D(t), pd, res);
+  for (int i = 0; i < K; ++i) {
+    out[i] = res[i].v;
+    for (int k = 0; k < n_sens; ++k) out[K * (1 + k) + i] = res[i].d[k];
+  }
+}
+
+struct JumpMap {
+  template <class Base>
+  SHOAL_HD static constexpr int size() {
+    return Base::n_vars;
+  }
+  template <class Base, class D>
+  SHOAL_HD static void apply(const D* y, const D& t, const D* p, D* out) {
+    Base::template jump<D>(y, t, p, out);
+  }
+};
+
+struct SaveMap {
+  template <class Base>
+  SHOAL_HD static constexpr int size() {
+    return n_saved<Base>();
+  }
+  template <class Base, class D>
+  SHOAL_HD static void apply(const D* y, const D& t, const D* p, D* out) {
+    Base::template save<D>(y, t, p, out);
+  }
+};
+
+// What a sensitivity model SensModel (with NSens columns over Base) offers of the base model's
+// optional members (model_traits.hpp): its jump and save along the columns, its event on the
+// state part. Always has a save: without the base's, the whole joint state.
+template <class SensModel, class Base, int NSens>
+struct SensitivityMembers {
+  static constexpr bool has_jump = ode::has_jump<Base>();
+  static constexpr bool has_event = ode::has_event<Base>();
+  static constexpr int n_saved = ode::n_saved<Base>() * (1 + NSens);
+
+  template <class T>
+  SHOAL_HD static void jump(const T* z, const T& t, const T* p, T* out) {
+    sensitivity_map<SensModel, JumpMap>(z, t, p, out);
+  }
+  template <class T>
+  SHOAL_HD static void save(const T* z, const T& t, const T* p, T* out) {
+    if constexpr (ode::has_save<Base>()) {
+      sensitivity_map<SensModel, SaveMap>(z, t, p, out);
+    } else {
+      for (int i = 0; i < n_saved; ++i) out[i] = z[i];
+    }
+  }
+  template <class T>
+  SHOAL_HD static void event(const T* z, const T& t, const T* p, T* out) {
+    T scratch[Base::n_params > 0 ? Base::n_params : 1];
+    Base::template event<T>(z, t, SensModel::base_params(p, scratch), out);
+  }
+};
+
 template <class Base, bool WithY0, int ParamBegin, int ParamEnd>
-struct Sensitivity {
+struct Sensitivity
+    : SensitivityMembers<Sensitivity<Base, WithY0, ParamBegin, ParamEnd>, Base,
+                         (WithY0 ? Base::n_vars : 0) + ParamEnd - ParamBegin> {
   static_assert(0 <= ParamBegin && ParamBegin <= ParamEnd && ParamEnd <= Base::n_params,
                 "the differentiated parameters must be a range of the model's");
   using BaseModel = Base;

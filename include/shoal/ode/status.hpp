@@ -13,6 +13,7 @@ enum Status : int32_t {
   kStepSizeUnderflow = 2,  // the controller shrank the step below the resolution of t
   kNonFinite = 3,          // the state or every trial step went NaN/Inf
   kInvalidInput = 4,       // t_span not strictly increasing or not finite (seen inside jit)
+  kEvent = 5,              // stopped at a terminal event before the final time
 };
 
 }  // namespace ode

@@ -30,7 +30,19 @@ const T* p, T* dy)``, instantiable with float, double, dual numbers or a sparsit
 
 from shoal.ode._codegen.contractions import DOT_TABLE_THRESHOLD as DOT_TABLE_THRESHOLD
 from shoal.ode._codegen.loops import MAX_UNROLLED_STATEMENTS as MAX_UNROLLED_STATEMENTS
-from shoal.ode._codegen.model_struct import GeneratedModel, generate, generate_model
+from shoal.ode._codegen.model_struct import (
+    GeneratedModel,
+    ModelFunction,
+    generate,
+    generate_model,
+)
 from shoal.ode._codegen.tracing import ModelTraceError, trace
 
-__all__ = ["GeneratedModel", "ModelTraceError", "generate", "generate_model", "trace"]
+__all__ = [
+    "GeneratedModel",
+    "ModelFunction",
+    "ModelTraceError",
+    "generate",
+    "generate_model",
+    "trace",
+]

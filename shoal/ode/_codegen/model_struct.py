@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import jax
@@ -21,67 +22,117 @@ _TABLE_MACRO_PREFIX = "SHOAL_GENERATED_"
 
 
 @dataclass(frozen=True)
+class ModelFunction:
+    """A function of (y, t, p) compiled into the model next to ``rhs``: the state map at each
+    stop (``jump``, shape (n,)), what each save records (``save``, any shape) or an event
+    function (``event``, a scalar). ``fn`` is the user's, keyed by identity like f."""
+
+    kind: str  # "jump" | "save" | "event"
+    fn: Callable
+
+    @property
+    def user_name(self) -> str:
+        return {"jump": "jump_fn", "save": "save_fn", "event": "event.fn"}[self.kind]
+
+
+@dataclass(frozen=True)
 class GeneratedModel:
     """C++ source of a model struct named ``Model`` plus its sizes: it reads ``n_params``
-    parameters, of which the trailing ``n_shared`` are shared by the ensemble."""
+    parameters, of which the trailing ``n_shared`` are shared by the ensemble. ``saved_shape``
+    is the shape of what one save records (the state, unless the model has a ``save``)."""
 
     source: str
     n_vars: int
     n_params: int
     dtype: np.dtype
     n_shared: int = 0
+    saved_shape: tuple[int, ...] | None = None
+    has_jump: bool = False
+    has_event: bool = False
 
     @property
     def n_own(self) -> int:
         return self.n_params - self.n_shared
 
+    @property
+    def n_saved(self) -> int:
+        """Numbers one save records."""
+        return self.n_vars if self.saved_shape is None else int(np.prod(self.saved_shape))
 
-def generate_model(f, n_vars: int, params: int | ParamLayout, dtype) -> GeneratedModel:
+
+def generate_model(f, n_vars: int, params: int | ParamLayout, dtype,
+                   extras: tuple[ModelFunction, ...] = ()) -> GeneratedModel:
     """Trace ``f`` and print it as a C++ ``struct Model`` (f may not close over tracers)."""
-    model, closure = generate(f, n_vars, params, dtype)
+    model, closure = generate(f, n_vars, params, dtype, extras)
     if closure:
         raise ModelTraceError("f closes over traced values; use generate() to receive them")
     return model
 
 
-def generate(f, n_vars: int, params: int | ParamLayout, dtype) -> tuple[GeneratedModel, list]:
-    """Trace ``f`` and print it as a C++ ``struct Model``; also return the traced arrays f
-    closes over (under an outer jit/grad/vmap), which the model reads as trailing shared
-    parameters after the layout's own: pass them, flattened, after the shared leaves."""
+# The C++ signature of each compiled function and the name of its output array.
+_SIGNATURES = {
+    "rhs": "rhs(const T* y, const T& t, const T* p, T* dy)",
+    "jump": "jump(const T* y, const T& t, const T* p, T* out)",
+    "save": "save(const T* y, const T& t, const T* p, T* out)",
+    "event": "event(const T* y, const T& t, const T* p, T* out)",
+}
+
+
+def generate(f, n_vars: int, params: int | ParamLayout, dtype,
+             extras: tuple[ModelFunction, ...] = ()) -> tuple[GeneratedModel, list]:
+    """Trace ``f`` (and each of ``extras``) and print them as a C++ ``struct Model``; also
+    return the traced arrays they close over (under an outer jit/grad/vmap), which the model
+    reads as trailing shared parameters after the layout's own: pass them, flattened, after the
+    shared leaves, in this order (f's, then each extra's)."""
     dtype = np.dtype(dtype)
     layout = params if isinstance(params, ParamLayout) else ParamLayout.flat(params, dtype)
-    closed = trace(f, n_vars, layout, dtype)
-    closure = [c for c in closed.consts if isinstance(c, jax.core.Tracer)]
+    traced = [("rhs", trace(f, n_vars, layout, dtype))]
+    for extra in extras:
+        shape = {"jump": None, "event": (), "save": "any"}[extra.kind]
+        traced.append((extra.kind, trace(extra.fn, n_vars, layout, dtype, name=extra.user_name,
+                                         shape=shape)))
+    saved = [closed.out_avals[0].shape for kind, closed in traced if kind == "save"]
+    saved_shape = tuple(saved[0]) if saved else None
+    closure = [c for _, closed in traced for c in closed.consts
+               if isinstance(c, jax.core.Tracer)]
     n_params = layout.n_params + sum(int(np.prod(c.shape)) for c in closure)
     n_shared = n_params - layout.n_own
     em = Emitter()
-    y = Sym(np.array([f"y[{i}]" for i in range(n_vars)], dtype=object), dtype)
-    t = Sym(np.array("t", dtype=object), dtype)
     p_names = np.array([f"p[{i}]" for i in range(n_params)], dtype=object)
-    p = Sym(p_names[: layout.n_params].reshape(layout.n_params), dtype)
-    em.floats.update(["t", *y.elems.flat, *p_names])
-    consts, offset = [], layout.n_params
-    for c in closed.consts:
-        if isinstance(c, jax.core.Tracer):
-            size = int(np.prod(c.shape))
-            consts.append(Sym(p_names[offset:offset + size].reshape(c.shape), dtype))
-            offset += size
-        else:
-            consts.append(const_sym(np.asarray(c)))
-    (out,) = Walker(em).run(closed.jaxpr, consts, [y, t, p])
-    outputs = array_loops.copy_lines("dy", list(out.elems.flat),
-                                     lambda e: em.render(e, out.dtype))
-    body = [*live(em.lines, outputs), *outputs]
-    read = set(re.findall(r"\w+", "\n".join(body)))
+    offset = layout.n_params
+    bodies = []
+    for kind, closed in traced:
+        consts = []
+        for c in closed.consts:
+            if isinstance(c, jax.core.Tracer):
+                size = int(np.prod(c.shape))
+                consts.append(Sym(p_names[offset:offset + size].reshape(c.shape), dtype))
+                offset += size
+            else:
+                consts.append(const_sym(np.asarray(c)))
+        bodies.append((kind, _body(em, closed, consts, n_vars, layout, p_names, dtype,
+                                   "dy" if kind == "rhs" else "out")))
+    read = set(re.findall(r"\w+", "\n".join(line for _, body in bodies for line in body)))
     tables = [
         (ctype, name, "{" + ", ".join(values) + "}")
         for ctype, name, values in em.tables
         if name in read
     ]
     indent = "    "
-    if tables:
-        # Device code must read the __device__ copy of a table and host code the host copy.
-        body = [*table_namespace_alias(), *body]
+    members = []
+    for kind, body in bodies:
+        if tables:
+            # Device code must read the __device__ copy of a table and host code the host copy.
+            body = [*table_namespace_alias(), *body]
+        members += [
+            "  template <class T>",
+            f"  SHOAL_HD static void {_SIGNATURES[kind]} {{",
+            "    SHOAL_MATH_USING;",
+            "    (void)y; (void)t; (void)p;",
+            *(indent + line for line in body),
+            "  }",
+        ]
+    kinds = {kind for kind, _ in bodies}
     source = "\n".join(
         [
             "// Generated by shoal from a JAX function; do not edit.",
@@ -94,12 +145,11 @@ def generate(f, n_vars: int, params: int | ParamLayout, dtype) -> tuple[Generate
             f"  static constexpr int n_vars = {n_vars};",
             f"  static constexpr int n_params = {n_params};",
             *([f"  static constexpr int n_shared = {n_shared};"] if n_shared else []),
-            "  template <class T>",
-            "  SHOAL_HD static void rhs(const T* y, const T& t, const T* p, T* dy) {",
-            "    SHOAL_MATH_USING;",
-            "    (void)y; (void)t; (void)p;",
-            *(indent + line for line in body),
-            "  }",
+            *([f"  static constexpr int n_saved = {int(np.prod(saved_shape))};"]
+              if saved_shape is not None else []),
+            *(["  static constexpr bool has_jump = true;"] if "jump" in kinds else []),
+            *(["  static constexpr bool has_event = true;"] if "event" in kinds else []),
+            *members,
             "};",
             "",
             "}  // namespace shoal_generated",
@@ -107,4 +157,22 @@ def generate(f, n_vars: int, params: int | ParamLayout, dtype) -> tuple[Generate
         ]
     )
     return (GeneratedModel(source=source, n_vars=n_vars, n_params=n_params, dtype=dtype,
-                           n_shared=n_shared), closure)
+                           n_shared=n_shared, saved_shape=saved_shape,
+                           has_jump="jump" in kinds, has_event="event" in kinds), closure)
+
+
+def _body(em: Emitter, closed, consts, n_vars: int, layout: ParamLayout, p_names, dtype,
+          target: str) -> list[str]:
+    """The statements of one function: its jaxpr walked into ``em`` (whose tables all the
+    functions share), ending in ``target[k] = ...`` for each output element."""
+    em.lines = []
+    for key in em._SCOPED:  # a name computed in another function is not in scope here
+        setattr(em, key, {})
+    y = Sym(np.array([f"y[{i}]" for i in range(n_vars)], dtype=object), dtype)
+    t = Sym(np.array("t", dtype=object), dtype)
+    p = Sym(p_names[: layout.n_params].reshape(layout.n_params), dtype)
+    em.floats.update(["t", *y.elems.flat, *p_names])
+    (out,) = Walker(em).run(closed.jaxpr, consts, [y, t, p])
+    elems = list(np.asarray(out.elems, dtype=object).reshape(-1))
+    outputs = array_loops.copy_lines(target, elems, lambda e: em.render(e, out.dtype))
+    return [*live(em.lines, outputs), *outputs]

@@ -43,12 +43,15 @@ def _wrap(f, layout: ParamLayout):
     return wrapped
 
 
-def trace(f, n_vars: int, params: int | ParamLayout, dtype):
+def trace(f, n_vars: int, params: int | ParamLayout, dtype, *, name: str = "f",
+          shape: tuple[int, ...] | str | None = None):
     """Trace f on one trajectory's shapes; checks its output's shape and dtype.
 
     ``params`` is the parameters' layout (an int: a flat vector of that many). Arrays that f
     closes over while an outer jit/grad/vmap traces them stay tracers among the consts: the
-    model reads them as shared parameters (see ``model_struct``).
+    model reads them as shared parameters (see ``model_struct``). ``name`` and ``shape`` are
+    the function's name in messages and the output shape it must have (default ``(n_vars,)``,
+    like y; ``()`` for a scalar; ``"any"``: one array of any shape).
     """
     dtype = np.dtype(dtype)
     layout = params if isinstance(params, ParamLayout) else ParamLayout.flat(params, dtype)
@@ -57,26 +60,30 @@ def trace(f, n_vars: int, params: int | ParamLayout, dtype):
         jax.ShapeDtypeStruct((), dtype),
         jax.ShapeDtypeStruct((layout.n_params,), dtype),
     )
+    expected = (n_vars,) if shape is None else shape
+    like = "like y" if shape is None else ""
     closed = jax.make_jaxpr(_wrap(f, layout))(*specs)
     outs = closed.out_avals
     if len(outs) != 1:
         raise ModelTraceError(
-            f"f(y, t, p) must return one array of shape ({n_vars},); it returned {len(outs)} values"
+            f"{name}(y, t, p) must return one array of shape {expected} {like}; it returned "
+            f"{len(outs)} values".replace("  ", " ")
         )
     out = outs[0]
-    if tuple(out.shape) != (n_vars,):
+    if shape != "any" and tuple(out.shape) != expected:
         raise ModelTraceError(
-            f"f(y, t, p) must return shape ({n_vars},) like y; it returned shape {tuple(out.shape)}"
+            f"{name}(y, t, p) must return shape {expected} {like}; it returned shape "
+            f"{tuple(out.shape)}".replace("  ", " ")
         )
     if np.dtype(out.dtype) != dtype:
         raise ModelTraceError(
-            f"f(y, t, p) must return dtype {dtype.name} like y; it returned "
+            f"{name}(y, t, p) must return dtype {dtype.name} like y; it returned "
             f"{np.dtype(out.dtype).name}"
         )
     for c in closed.consts:
         if isinstance(c, jax.core.Tracer) and not jnp.issubdtype(c.dtype, jnp.floating):
             raise ModelTraceError(
-                f"f closes over a traced {c.dtype} array (one that jit/vmap/grad is "
+                f"{name} closes over a traced {c.dtype} array (one that jit/vmap/grad is "
                 "transforming); only floating arrays can become inputs this way: pass it "
                 "through params instead"
             )

@@ -1,0 +1,44 @@
+"""Differentiable times: the tangents of a solve with respect to ``t_span``.
+
+Used by the solve's JVP rule (``_differentiation``) when t_span's tangent is not a symbolic zero:
+
+- a save time moves its save along the solution: ``d ys_i += f(ys_i, t_i, p) dt_i``
+  (:func:`save_tangent`);
+- the start time moves the whole solution: starting at ``t_0 + dt_0`` from ``y_0`` is starting at
+  ``t_0`` from ``y_0 − f(y_0, t_0, p) dt_0``, so ``dy_0 += −f(y_0, t_0, p) dt_0``
+  (:func:`start_tangent`) and the sensitivities carry it to every save and to an event. The first
+  save gets ``−f dt_0`` from there and ``+f dt_0`` from its own save time: 0, as
+  ``ys[:, 0] == y0`` says.
+
+f is evaluated in JAX through ``_user_functions`` (closure-free, as the kernel reads it).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+
+def parameters(own, shared, n_traj):
+    """(N, n_params): each trajectory's full p (own, then shared)."""
+    own = jnp.broadcast_to(own, (n_traj, own.shape[-1]))
+    return jnp.concatenate([own, jnp.broadcast_to(shared, (n_traj, shared.shape[-1]))], axis=1)
+
+
+def rows(x, n_traj):
+    """(R, k) rows serving consecutive trajectories -> (N, k)."""
+    return jnp.repeat(x, n_traj // x.shape[0], axis=0)
+
+
+def start_tangent(rhs, y0, t_span, p, dt_span):
+    """−f(y0, t_0, p) dt_0, (N, n): y0 (N, n), t_span (R_t, n_save), p (N, n_params)."""
+    n_traj = y0.shape[0]
+    f0 = jax.vmap(rhs)(y0, rows(t_span, n_traj)[:, 0], p)
+    return -f0 * rows(dt_span, n_traj)[:, :1].astype(y0.dtype)
+
+
+def save_tangent(rhs, ys, t_span, p, dt_span):
+    """f(ys_i, t_i, p) dt_i, (N, n_save, n). A save never reached is NaN; so is its tangent."""
+    n_traj = ys.shape[0]
+    f_at_saves = jax.vmap(jax.vmap(rhs, in_axes=(0, 0, None)))(ys, rows(t_span, n_traj), p)
+    return f_at_saves * rows(dt_span, n_traj)[:, :, None].astype(ys.dtype)
