@@ -3,7 +3,8 @@
 shoal's headers are written host-and-device; this keeps them so between GPU runs. Every stepper a
 generated model can be solved with — Tsit5, Rodas5P with dense fp64/fp32 and sparse
 factorisations, and the joint sensitivity steppers — is instantiated in a __global__ kernel (one
-trajectory per thread) and compiled by nvcc. A reference model (Robertson) must not spill
+trajectory per thread) and compiled by nvcc, also for a model with a jump, a save function and an
+event. A reference model (Robertson) must not spill
 registers. Skipped, and reported as skipped, only where nvcc is not installed.
 """
 
@@ -62,11 +63,17 @@ def _translation_unit() -> str:
     table_model = _codegen.generate_model(
         lambda y, t, p: -p["k"] * y + jnp.interp(t, p["grid"], p["table"]), 1, shared.layout,
         np.float64)
+    # A model with a jump at stops, a save function and an event (integrate.hpp's other paths).
+    workflow_model = _codegen.generate_model(
+        lambda y, t, p: -p[0] * y, 2, 2, np.float64,
+        (_codegen.ModelFunction("jump", lambda y, t, p: y + p[1]),
+         _codegen.ModelFunction("save", lambda y, t, p: jnp.stack([y[0] * y[1], t])),
+         _codegen.ModelFunction("event", lambda y, t, p: y[0] - 0.5)))
     pattern = detect_pattern(ring, 16, 1, np.float64) | np.eye(16, dtype=bool)
     structure = _kernel_source.sparse_structure(SparsityPattern(pattern), Ordering.AMD)
     parts = [
         _namespaced(rob, "rob"), _namespaced(ring_model, "ring"),
-        _namespaced(table_model, "tab"),
+        _namespaced(table_model, "tab"), _namespaced(workflow_model, "flow"),
         '#include "shoal/ode/ensemble.hpp"', '#include "shoal/ode/tsit5.hpp"',
         '#include "shoal/ode/directional_sensitivity.hpp"',
         '#include "shoal/ode/rodas5p.hpp"',
@@ -85,6 +92,11 @@ def _translation_unit() -> str:
         ("shoal::ode::Tsit5", "tab::Model"),
         ("shoal::ode::Rodas5PSensitivityLu64", "shoal::ode::Sensitivity<tab::Model, false, 1, 81>"),
         ("shoal::ode::Rodas5PSensitivityLu64", "shoal::ode::DirectionalSensitivity<tab::Model, 2>"),
+        ("shoal::ode::Tsit5", "flow::Model"),
+        ("shoal::ode::Rodas5PLu64", "flow::Model"),
+        ("shoal::ode::Tsit5", "shoal::ode::Sensitivity<flow::Model, true, 0, 2>"),
+        ("shoal::ode::Rodas5PSensitivityLu64", "shoal::ode::Sensitivity<flow::Model, true, 0, 2>"),
+        ("shoal::ode::Rodas5PSensitivityLu64", "shoal::ode::DirectionalSensitivity<flow::Model, 2>"),
         ("shoal::ode::Rodas5PUsing<RingSparse>::Stepper", "ring::Model"),
         ("shoal::ode::Rodas5PUsing<RingSparse>::JointStepper",
          "shoal::ode::Sensitivity<ring::Model, false, 0, 1>"),
@@ -109,7 +121,7 @@ def ptxas_report(tmp_path_factory):
 
 def test_every_stepper_compiles_for_sm90(ptxas_report):
     entries = re.findall(r"Compiling entry function '(\w+)' for 'sm_90'", ptxas_report)
-    assert len(entries) == 10
+    assert len(entries) == 15
 
 
 def test_reference_model_does_not_spill(ptxas_report):
