@@ -170,8 +170,10 @@ solve.__doc__ = f"""Integrate an ensemble of ODE systems ``dy/dt = f(y, t, p)``.
         tracing become run-time inputs, as if passed in ``params``.
     y0 : array, shape ``(n,)`` or ``(N, n)``
         Initial states. Its floating dtype (float32 or float64) is the precision of the solve.
-    t_span : array, shape ``(n_save,)``
-        Strictly increasing save times shared by the ensemble; ``t_span[0]`` is the start.
+    t_span : array, shape ``(n_save,)`` or ``(N, n_save)``
+        Strictly increasing save times shared by the ensemble, or one row per trajectory (its
+        own start ``t_span[i, 0]``, saves and end). Differentiable: a save time's tangent is
+        ``f(y(t_i), t_i, p)``, the start time's moves the whole solution.
     params : pytree of arrays, optional
         Any pytree (dict, tuple, NamedTuple, dataclass, registered class). A leaf whose leading
         axis has length N (y0's rows) is per-trajectory, any other leaf is shared by the whole
@@ -182,19 +184,29 @@ solve.__doc__ = f"""Integrate an ensemble of ODE systems ``dy/dt = f(y, t, p)``.
         ``0`` (per-trajectory, leading axis N or 1) or ``None`` (shared) for each subtree, like
         :func:`jax.vmap`'s ``in_axes``: says which is which where the leading length is
         ambiguous (a shared table with N entries) or y0 is a single state.
+    tstops : array, shape ``(k,)`` or ``(N, k)``, optional
+        Times where f may be discontinuous (doses, switches), shared or per trajectory, in any
+        order. The integrator lands on each stop in ``[t_span[0], t_span[-1])``: the step before
+        evaluates f only left of it, the next one only right of it, and the method restarts
+        there (after ``jump_fn``, if given, maps the state). Other stops are ignored (pad rows
+        with times outside the window); equal stops are one. Not differentiable.
+    first_step : float or array ``(N,)``, optional
+        The first step size per trajectory; default ``1e-6 * (t_span[-1] - t_span[0])``.
     return_stats : bool
-        Also return ``{{"accepted", "rejected", "status"}}``, each int32 of shape ``(N,)``.
+        Also return ``{{"accepted", "rejected", "status"}}``, each int32 of shape ``(N,)``, and
+        with an ``event`` ``"event_time"`` ``(N,)`` and ``"event_state"`` ``(N, n)`` (NaN where
+        no event occurred).
     error_weights : array, shape ``(n,)`` or ``(N, n)``, optional
         Non-negative weights on each component's error; 0 drops a component from step control.
 {_options.documentation()}
 
     Returns
     -------
-    ys : array, shape ``(N, n_save, n)``
+    ys : array, shape ``(N, n_save, n)``, or ``(N, n_save, *h_shape)`` with ``save_fn``
         The solution at ``t_span`` (``ys[:, 0] == y0``), differentiable (first order) with
-        respect to ``y0`` and ``params`` by continuous forward sensitivities. A failed trajectory
-        has NaN from the first save it could not reach; its status says why (see
-        :class:`shoal.ode.Status`).
+        respect to ``y0``, ``params`` and ``t_span`` by continuous forward sensitivities. A
+        failed trajectory has NaN from the first save it could not reach; its status says why
+        (see :class:`shoal.ode.Status`).
     stats : dict, only if ``return_stats``
     """
 

@@ -10,7 +10,8 @@
 //     model whose f jumps at s (written `t < s` or `t <= s`) is thus evaluated on one side of s
 //     per step, and the stepper restarts there (Tsit5's FSAL stage recomputed, the step size
 //     re-estimated, the controller's history cleared) after the model's jump, if it has one,
-//     maps the state. A save at s records the state before the jump.
+//     maps the state. A save at s records the state before the jump. Stops in [t_0, t_final)
+//     count (one at t_0 jumps before the first step); equal stops are one stop.
 //   - The final step is clamped so it lands exactly on t_span[n_save-1].
 //   - An event g(y, t, p) (model_traits.hpp) is checked on every accepted step: a sign change
 //     between its ends is located on the dense output by the Illinois method to a few ulps of t.
@@ -182,8 +183,10 @@ SHOAL_HD Status integrate(const Trajectory<T>& tr, const IntegrateOptions<T>& op
     const int n_error =
         opt.error_components > 0 && opt.error_components < n ? opt.error_components : n;
     const int count = weighted_count(n_error, tr.weights);
-    int next_stop = 0;  // the first stop after t (a NaN one is skipped as "not after")
-    while (next_stop < tr.n_tstops && !(tr.tstops[next_stop] > t)) ++next_stop;
+    // The first stop at or after the start (a NaN one is skipped): one at t_0 itself applies
+    // its jump before the first step, after the first save has recorded y0 as given.
+    int next_stop = 0;
+    while (next_stop < tr.n_tstops && !(tr.tstops[next_stop] >= t)) ++next_stop;
 
     S stepper;
     stepper.init(y, t, p);
