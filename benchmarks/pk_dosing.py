@@ -372,14 +372,14 @@ def main(argv=None) -> int:
 
     print(f"\nN = {n}, {t_save.size} saves, {stops.size} stops; min of {args.repeats} calls")
     print(f"{'rtol':>7} | " + " | ".join(f"{s:>27}" for s in solvers))
-    print(f"{'':>7} | " + " | ".join(f"{'time':>10} {'err':>7} {'steps':>8}" for _ in solvers))
-    print("-" * (10 + 30 * len(solvers)))
+    print(f"{'':>7} | " + " | ".join(f"{'time':>10} {'err':>7} {'steps':>9}" for _ in solvers))
+    print("-" * (10 + 31 * len(solvers)))
     for rtol in tols:
         cells = []
         for s in solvers:
             r = next(r for r in rows if r["solver"] == s and r["rtol"] == rtol)
             steps = f"{r['attempts_mean']:.0f}/{r['attempts_max']}"
-            cells.append(f"{_common.fmt_time(r['min_s']):>10} {r['err']:>7.1e} {steps:>8}")
+            cells.append(f"{_common.fmt_time(r['min_s']):>10} {r['err']:>7.1e} {steps:>9}")
         print(f"{rtol:>7.0e} | " + " | ".join(cells))
     print(
         "err: max over the reference patients and saves of |C - C_ref| / C_ref; "
