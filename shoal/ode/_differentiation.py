@@ -45,10 +45,10 @@ class EnsembleProblem:
         return self.model.n_params
 
     def run(self, y0, params, shared, t_span, weights, sens=None, directions=0,
-            error_components=0):
+            error_components=0, progress=None):
         o = self.options
         variant = Variant.of(o.method, o.lu_precision, o.sparsity, o.ordering, sens, directions)
-        return _primitive.ensemble_solve(y0, params, shared, t_span, weights,
+        return _primitive.ensemble_solve(y0, params, shared, t_span, weights, progress,
                                          build=ModelBuild(self.model, variant), options=o,
                                          error_components=error_components)
 
@@ -63,8 +63,8 @@ class EnsembleProblem:
         return True if (begin, end) == (0, n_params) else (begin, end)
 
 
-def _solve_ensemble(problem: EnsembleProblem, y0, params, shared, t_span, weights):
-    return problem.run(y0, params, shared, t_span, weights)
+def _solve_ensemble(problem: EnsembleProblem, y0, params, shared, t_span, weights, progress):
+    return problem.run(y0, params, shared, t_span, weights, progress=progress)
 
 
 solve_ensemble = jax.custom_jvp(_solve_ensemble, nondiff_argnums=(0,))
@@ -75,8 +75,8 @@ UNIT_COLUMNS = 64
 
 
 def _solve_ensemble_jvp(problem: EnsembleProblem, primals, tangents):
-    y0, params, shared, t_span, weights = primals
-    dy0, dparams, dshared, dt_span, _ = tangents  # error weights only select steps
+    y0, params, shared, t_span, weights, progress = primals
+    dy0, dparams, dshared, dt_span, *_ = tangents  # error weights only select steps
     if not isinstance(dt_span, SymbolicZero):
         raise NotImplementedError(
             "differentiating shoal.ode.solve with respect to t_span is not supported; "
@@ -84,17 +84,18 @@ def _solve_ensemble_jvp(problem: EnsembleProblem, primals, tangents):
     given = [not isinstance(d, SymbolicZero) for d in (dy0, dparams, dshared)]
     widths = widths_of(given, y0, params, shared[None])
     if not any(widths):
-        out = problem.run(y0, params, shared, t_span, weights)
+        out = problem.run(y0, params, shared, t_span, weights, progress=progress)
         return out, _zero_tangents(out)
     if sum(widths) <= UNIT_COLUMNS and unit_fits(problem, y0, widths):
-        ys, S, stats = unit_sensitivities(problem, y0, params, shared, t_span, weights, widths)
+        ys, S, stats = unit_sensitivities(problem, y0, params, shared, t_span, weights, widths,
+                                          progress)
         per_trajectory = [dy0, dparams, dshared if not widths[2] else
                           jnp.broadcast_to(dshared, (y0.shape[0], shared.shape[-1]))]
         dtheta = jnp.concatenate([d.astype(y0.dtype) for d, w in zip(per_trajectory, widths,
                                                                      strict=True) if w], axis=1)
         out = (ys, *stats)
         return out, (jnp.einsum("nsci,nc->nsi", S, dtheta), *_zero_tangents(out)[1:])
-    out = problem.run(y0, params, shared, t_span, weights)
+    out = problem.run(y0, params, shared, t_span, weights, progress=progress)
 
     def one_direction(d, like):  # a symbolic zero becomes zeros, not a column to integrate
         return (d.astype(like.dtype) if not isinstance(d, SymbolicZero)

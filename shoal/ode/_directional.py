@@ -77,7 +77,7 @@ def widths_of(wanted, y0, params, shared) -> list[int]:
     return [size if w else 0 for w, size in zip(wanted, sizes, strict=True)]
 
 
-def unit_sensitivities(problem, y0, params, shared, t_span, weights, widths):
+def unit_sensitivities(problem, y0, params, shared, t_span, weights, widths, progress=None):
     """(ys, S (N, n_save, m, n) = ∂y/∂θ, stats): one joint solve with a column per entry
     (sensitivity.hpp) of y0, the own and the shared parameters, as ``widths`` says."""
     n_traj, n = y0.shape
@@ -91,7 +91,8 @@ def unit_sensitivities(problem, y0, params, shared, t_span, weights, widths):
     sens = (bool(widths[0]), problem.parameter_columns(bool(widths[1]), bool(widths[2])))
     ys_joint, *stats = problem.run(jnp.concatenate(blocks, axis=1), params, shared, t_span,
                                    _joint_weights(weights, m), sens=sens,
-                                   error_components=_error_components(problem, n))
+                                   error_components=_error_components(problem, n),
+                                   progress=progress)
     S = ys_joint[..., n:].reshape(n_traj, ys_joint.shape[1], m, n)
     return ys_joint[..., :n], S, stats
 

@@ -7,6 +7,8 @@ the platform's FFI target, whose attributes name the compiled model and its entr
 the options as ONE dictionary attribute. A vmapped solve is one ensemble call: batch dimensions
 are moved to the front of every operand, and the handler folds leading dimensions into the
 ensemble axis (t_span rows and shared-parameter rows serve consecutive trajectories).
+A last operand, ``progress``, is an int32 ``(1,)`` slot of the live-progress table
+(``_progress.py``), -1 when off.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ ensemble_p.def_impl(functools.partial(_apply_primitive, ensemble_p))
 
 
 @ensemble_p.def_abstract_eval
-def _abstract_eval(y0, params, shared, t_span, weights, **static):
+def _abstract_eval(y0, params, shared, t_span, weights, progress, **static):
     lead = y0.shape[:-1]
     shape = lead + (t_span.shape[-1], y0.shape[-1])
     stat = ShapedArray(lead, np.int32)
@@ -92,13 +94,16 @@ mlir.register_lowering(
     platform="cuda")
 
 
-def ensemble_solve(y0, params, shared, t_span, weights, *, build: _build.ModelBuild,
-                   options: SolveOptions, error_components: int = 0):
+def ensemble_solve(y0, params, shared, t_span, weights, progress=None, *,
+                   build: _build.ModelBuild, options: SolveOptions, error_components: int = 0):
     """One ensemble call: ys (N, n_save, n) and int32 accepted/rejected/status (N,).
 
     y0 and weights are (N, n), params (N, n_own) the per-trajectory parameters, shared
     (n_shared,) the ensemble's, t_span (n_save,); under vmap every operand gains the same leading
-    batch dimensions and the handler folds them into the ensemble.
+    batch dimensions and the handler folds them into the ensemble. progress: the slot that
+    counts finished trajectories (None: off).
     """
-    return tuple(ensemble_p.bind(y0, params, shared, t_span, weights, build=build,
+    if progress is None:
+        progress = np.full((1,), -1, np.int32)
+    return tuple(ensemble_p.bind(y0, params, shared, t_span, weights, progress, build=build,
                                  options=options, error_components=int(error_components)))

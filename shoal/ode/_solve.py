@@ -156,11 +156,12 @@ solve.__signature__ = _signature()
 
 
 @functools.partial(jax.jit, static_argnames=("problem", "n_traj"))
-def _run(y0, params, shared, t_span, weights, *, problem: EnsembleProblem, n_traj: int):
+def _run(y0, params, shared, t_span, weights, progress=None, *, problem: EnsembleProblem,
+         n_traj: int):
     """Broadcast the inputs to the ensemble and solve; one jitted dispatch when called eagerly.
 
     y0 (n,) or (N|1, n), params (the own parameters) (N|1, n_own), shared (n_shared,), weights
-    None, (n,) or (N|1, n).
+    None, (n,) or (N|1, n); progress the slot that counts finished trajectories (None: off).
     """
 
     def ensemble(x):  # explicit rows, since the trailing size may be 0
@@ -168,4 +169,6 @@ def _run(y0, params, shared, t_span, weights, *, problem: EnsembleProblem, n_tra
         return jnp.broadcast_to(x.reshape(rows, x.shape[-1]), (n_traj, x.shape[-1]))
 
     weights = jnp.ones((n_traj, problem.n_vars), y0.dtype) if weights is None else ensemble(weights)
-    return solve_ensemble(problem, ensemble(y0), ensemble(params), shared, t_span, weights)
+    progress = np.full((1,), -1, np.int32) if progress is None else progress
+    return solve_ensemble(problem, ensemble(y0), ensemble(params), shared, t_span, weights,
+                          progress)
