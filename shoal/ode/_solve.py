@@ -15,7 +15,7 @@ import jax.extend.core as jex_core
 import jax.numpy as jnp
 import numpy as np
 
-from shoal.ode import _model, _options, _params
+from shoal.ode import _model, _options, _params, _progress
 from shoal.ode._differentiation import EnsembleProblem, solve_ensemble
 from shoal.ode._options import SolveOptions
 
@@ -53,10 +53,11 @@ def _solve_options(options: dict) -> SolveOptions:
 
 
 def solve(f, y0, t_span, params=None, *, params_axes=None, return_stats=False,
-          error_weights=None, **options):
+          error_weights=None, progress=False, **options):
     if not callable(f):
         raise TypeError(f"f must be callable f(y, t, p), got {type(f).__name__}")
     opts = _solve_options(options)
+    progress = _progress.check(progress)
 
     y0 = _as_float_array("y0", y0)
     dtype = y0.dtype
@@ -94,8 +95,9 @@ def solve(f, y0, t_span, params=None, *, params_axes=None, return_stats=False,
     # Arrays f closes over while an outer transformation traces them follow the shared leaves.
     shared = jnp.concatenate([split.shared, *(jnp.ravel(c).astype(dtype) for c in closure)])
     opts = opts.replace(sparsity=_model.resolve_sparsity(model, opts.sparsity))
-    ys, accepted, rejected, status = _run(y0, split.own, shared, t_span, weights,
-                                          problem=EnsembleProblem(model, opts), n_traj=N)
+    ys, accepted, rejected, status = _progress.reported(progress, N, lambda slot: _run(
+        y0, split.own, shared, t_span, weights, slot, problem=EnsembleProblem(model, opts),
+        n_traj=N))
     if return_stats:
         return ys, {"accepted": accepted, "rejected": rejected, "status": status}
     return ys
@@ -130,6 +132,12 @@ solve.__doc__ = f"""Integrate an ensemble of ODE systems ``dy/dt = f(y, t, p)``.
         Also return ``{{"accepted", "rejected", "status"}}``, each int32 of shape ``(N,)``.
     error_weights : array, shape ``(n,)`` or ``(N, n)``, optional
         Non-negative weights on each component's error; 0 drops a component from step control.
+    progress : bool or callable, default False
+        ``True`` shows a ``tqdm`` bar of trajectories finished, updated live while the solve runs
+        (eagerly and under ``jit``: each execution gets its own bar; under ``vmap`` one bar for
+        the whole batch). A callable ``progress(done, total)`` (ints) is called instead, from a
+        polling thread every 0.1 s while it runs and finally with ``(total, total)``. Eager
+        solves return once it has ended. On GPUs the count jumps to done at the end.
 {_options.documentation()}
 
     Returns
@@ -156,7 +164,7 @@ solve.__signature__ = _signature()
 
 
 @functools.partial(jax.jit, static_argnames=("problem", "n_traj"))
-def _run(y0, params, shared, t_span, weights, progress=None, *, problem: EnsembleProblem,
+def _run(y0, params, shared, t_span, weights, progress, *, problem: EnsembleProblem,
          n_traj: int):
     """Broadcast the inputs to the ensemble and solve; one jitted dispatch when called eagerly.
 
