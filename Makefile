@@ -14,7 +14,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "scikit-build-core>=0.10" "nanobind>=2.4" cmake ninja
-	$(PY) -m pip install -q "jax>=0.5,<0.11" "jaxlib>=0.5,<0.11" numpy scipy cvxopt pytest hypothesis diffrax matplotlib blackjax ruff
+	$(PY) -m pip install -q "jax>=0.5,<0.11" "jaxlib>=0.5,<0.11" numpy scipy cvxopt "tqdm>=4.60" pytest hypothesis diffrax matplotlib blackjax ruff
 	touch $@
 
 venv: $(VENV)/.installed

@@ -48,11 +48,11 @@ class EnsembleProblem:
         return self.model.n_params
 
     def run(self, y0, params, shared, t_span, weights, tstops, first_step, sens=None,
-            directions=0, error_components=0):
+            directions=0, error_components=0, progress=None):
         o = self.options
         variant = Variant.of(o.method, o.lu_precision, o.sparsity, o.ordering, sens, directions)
         return _primitive.ensemble_solve(y0, params, shared, t_span, weights, tstops, first_step,
-                                         build=ModelBuild(self.model, variant), options=o,
+                                         progress, build=ModelBuild(self.model, variant), options=o,
                                          error_components=error_components)
 
     def parameter_columns(self, with_own: bool, with_shared: bool):
@@ -67,8 +67,9 @@ class EnsembleProblem:
 
 
 def _solve_ensemble(problem: EnsembleProblem, y0, params, shared, t_span, weights, tstops,
-                    first_step):
-    return problem.run(y0, params, shared, t_span, weights, tstops, first_step)
+                    first_step, progress):
+    return problem.run(y0, params, shared, t_span, weights, tstops, first_step,
+                       progress=progress)
 
 
 solve_ensemble = jax.custom_jvp(_solve_ensemble, nondiff_argnums=(0,))
@@ -79,9 +80,11 @@ UNIT_COLUMNS = 64
 
 
 def _solve_ensemble_jvp(problem: EnsembleProblem, primals, tangents):
+    # The progress slot (_progress.py) only counts the solve that computes the primal values.
+    *primals, progress = primals
     y0, params, shared, t_span, weights, tstops, first_step = primals
     # Error weights and first steps only select steps.
-    dy0, dparams, dshared, dt_span, _, dtstops, _ = tangents
+    dy0, dparams, dshared, dt_span, _, dtstops, _, _ = tangents
     if not isinstance(dtstops, SymbolicZero):
         raise NotImplementedError(
             "differentiating shoal.ode.solve with respect to tstops is not supported (a stop "
@@ -103,10 +106,11 @@ def _solve_ensemble_jvp(problem: EnsembleProblem, primals, tangents):
     given = [not isinstance(d, SymbolicZero) for d in (dy0, dparams, dshared)]
     widths = widths_of(given, y0, params, shared[None])
     if not any(widths):
-        out = problem.run(*primals)
+        out = problem.run(*primals, progress=progress)
         return out, _zero_tangents(out)
     if sum(widths) <= UNIT_COLUMNS and unit_fits(problem, y0, widths):
-        ys, S, stats, event_time, event_state = unit_sensitivities(problem, primals, widths)
+        ys, S, stats, event_time, event_state = unit_sensitivities(problem, primals, widths,
+                                                                   progress)
         per_trajectory = [dy0, dparams, dshared if not widths[2] else
                           jnp.broadcast_to(dshared, (n_traj, shared.shape[-1]))]
         dtheta = jnp.concatenate([d.astype(y0.dtype) for d, w in zip(per_trajectory, widths,
@@ -127,7 +131,7 @@ def _solve_ensemble_jvp(problem: EnsembleProblem, primals, tangents):
                 f"differentiating a solve with an event with respect to more than "
                 f"{UNIT_COLUMNS} entries at once is not supported; differentiate fewer "
                 "parameters (or y0 entries) at a time")
-        out = problem.run(*primals)
+        out = problem.run(*primals, progress=progress)
 
         def one_direction(d, like):  # a symbolic zero becomes zeros, not a column to integrate
             return (d.astype(like.dtype) if not isinstance(d, SymbolicZero)

@@ -86,7 +86,7 @@ def widths_of(wanted, y0, params, shared) -> list[int]:
     return [size if w else 0 for w, size in zip(wanted, sizes, strict=True)]
 
 
-def unit_sensitivities(problem, primals, widths):
+def unit_sensitivities(problem, primals, widths, progress=None):
     """(ys, S (N, n_save, m, n_saved) = ∂ys/∂θ, stats, event_time, event_state (N, n (1 + m))):
     one joint solve with a column per entry (sensitivity.hpp) of y0, the own and the shared
     parameters, as ``widths`` says; event_state holds the event's y and its sensitivities."""
@@ -103,7 +103,8 @@ def unit_sensitivities(problem, primals, widths):
     sens = (bool(widths[0]), problem.parameter_columns(bool(widths[1]), bool(widths[2])))
     ys_joint, *stats, event_time, event_state = problem.run(
         jnp.concatenate(blocks, axis=1), params, shared, t_span, _joint_weights(weights, m),
-        tstops, first_step, sens=sens, error_components=_error_components(problem, n))
+        tstops, first_step, sens=sens, error_components=_error_components(problem, n),
+        progress=progress)
     S = ys_joint[..., n_out:].reshape(n_traj, ys_joint.shape[1], m, n_out)
     return ys_joint[..., :n_out], S, stats, event_time, event_state
 

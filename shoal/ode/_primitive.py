@@ -8,6 +8,8 @@ the platform's FFI target, whose attributes name the compiled model and its entr
 the options as ONE dictionary attribute. A vmapped solve is one ensemble call: batch dimensions
 are moved to the front of every operand, and the handler folds leading dimensions into the
 ensemble axis (t_span rows and shared-parameter rows serve consecutive trajectories).
+A last operand, ``progress``, is an int32 ``(1,)`` slot of the live-progress table
+(``_progress.py``), -1 when off.
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ ensemble_p.def_impl(functools.partial(_apply_primitive, ensemble_p))
 
 
 @ensemble_p.def_abstract_eval
-def _abstract_eval(y0, params, shared, t_span, weights, tstops, first_step, *, build, **static):
+def _abstract_eval(y0, params, shared, t_span, weights, tstops, first_step, progress, *, build,
+                   **static):
     lead = y0.shape[:-1]
     model = build.model
     n_saved = model.n_saved * (y0.shape[-1] // model.n_vars)  # a joint state saves its columns
@@ -99,7 +102,7 @@ mlir.register_lowering(
     platform="cuda")
 
 
-def ensemble_solve(y0, params, shared, t_span, weights, tstops, first_step, *,
+def ensemble_solve(y0, params, shared, t_span, weights, tstops, first_step, progress=None, *,
                    build: _build.ModelBuild, options: SolveOptions, error_components: int = 0):
     """One ensemble call: ys (N, n_save, n_saved), int32 accepted/rejected/status (N,), and the
     event's time (N, 1) and state (N, n) (trailing size 0 without an event).
@@ -108,7 +111,10 @@ def ensemble_solve(y0, params, shared, t_span, weights, tstops, first_step, *,
     (R, n_shared) the ensemble's, t_span (R_t, n_save), tstops (R_s, k) ascending rows, first_step
     (N,); the rows R, R_t, R_s divide N and serve consecutive trajectories. Under vmap every
     operand gains the same leading batch dimensions and the handler folds them into the ensemble.
+    progress: the slot that counts finished trajectories (None: off).
     """
-    return tuple(ensemble_p.bind(y0, params, shared, t_span, weights, tstops, first_step,
+    if progress is None:
+        progress = np.full((1,), -1, np.int32)
+    return tuple(ensemble_p.bind(y0, params, shared, t_span, weights, tstops, first_step, progress,
                                  build=build, options=options,
                                  error_components=int(error_components)))

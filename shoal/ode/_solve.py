@@ -15,7 +15,7 @@ import jax.extend.core as jex_core
 import jax.numpy as jnp
 import numpy as np
 
-from shoal.ode import _model, _options, _params
+from shoal.ode import _model, _options, _params, _progress
 from shoal.ode._differentiation import EnsembleProblem, solve_ensemble
 from shoal.ode._options import SolveOptions
 from shoal.ode._user_functions import UserFunctions
@@ -109,10 +109,11 @@ def _first_steps(first_step, N: int, dtype):
 
 
 def solve(f, y0, t_span, params=None, *, params_axes=None, tstops=None, first_step=None,
-          error_weights=None, return_stats=False, **options):
+          error_weights=None, return_stats=False, progress=False, **options):
     if not callable(f):
         raise TypeError(f"f must be callable f(y, t, p), got {type(f).__name__}")
     opts = _solve_options(options)
+    progress = _progress.check(progress)
 
     y0 = _as_float_array("y0", y0)
     dtype = y0.dtype
@@ -143,9 +144,10 @@ def solve(f, y0, t_span, params=None, *, params_axes=None, tstops=None, first_st
     shared = jnp.concatenate([split.shared, *(jnp.ravel(c).astype(dtype) for c in closure)])
     opts = opts.replace(sparsity=_model.resolve_sparsity(model, opts.sparsity))
     functions = UserFunctions(f, extras, n, split.layout, dtype.name)
-    ys, accepted, rejected, status, event_time, event_state = _run(
-        y0, split.own, shared, t_rows, weights, stops, steps,
-        problem=EnsembleProblem(model, opts, functions), n_traj=N)
+    ys, accepted, rejected, status, event_time, event_state = _progress.reported(
+        progress, N, lambda slot: _run(y0, split.own, shared, t_rows, weights, stops, steps, slot,
+                                       problem=EnsembleProblem(model, opts, functions),
+                                       n_traj=N))
     if model.saved_shape is not None:
         ys = ys.reshape(*ys.shape[:2], *model.saved_shape)
     if not return_stats:
@@ -198,6 +200,12 @@ solve.__doc__ = f"""Integrate an ensemble of ODE systems ``dy/dt = f(y, t, p)``.
         no event occurred).
     error_weights : array, shape ``(n,)`` or ``(N, n)``, optional
         Non-negative weights on each component's error; 0 drops a component from step control.
+    progress : bool or callable, default False
+        ``True`` shows a ``tqdm`` bar of trajectories finished, updated live while the solve runs
+        (eagerly and under ``jit``: each execution gets its own bar; under ``vmap`` one bar for
+        the whole batch). A callable ``progress(done, total)`` (ints) is called instead, from a
+        polling thread every 0.1 s while it runs and finally with ``(total, total)``. Eager
+        solves return once it has ended. On GPUs the count jumps to done at the end.
 {_options.documentation()}
 
     Returns
@@ -224,12 +232,13 @@ solve.__signature__ = _signature()
 
 
 @functools.partial(jax.jit, static_argnames=("problem", "n_traj"))
-def _run(y0, params, shared, t_span, weights, tstops, first_step, *, problem: EnsembleProblem,
-         n_traj: int):
+def _run(y0, params, shared, t_span, weights, tstops, first_step, progress, *,
+         problem: EnsembleProblem, n_traj: int):
     """Broadcast the inputs to the ensemble and solve; one jitted dispatch when called eagerly.
 
     y0 (n,) or (N|1, n), params (the own parameters) (N|1, n_own), shared (n_shared,), t_span
-    (N|1, n_save), weights None, (n,) or (N|1, n), tstops (N|1, k), first_step (N|1, 1).
+    (N|1, n_save), weights None, (n,) or (N|1, n), tstops (N|1, k), first_step (N|1, 1);
+    progress the slot that counts finished trajectories (None: off).
     """
 
     def ensemble(x):  # explicit rows, since the trailing size may be 0
@@ -237,5 +246,6 @@ def _run(y0, params, shared, t_span, weights, tstops, first_step, *, problem: En
         return jnp.broadcast_to(x.reshape(rows, x.shape[-1]), (n_traj, x.shape[-1]))
 
     weights = jnp.ones((n_traj, problem.n_vars), y0.dtype) if weights is None else ensemble(weights)
+    progress = np.full((1,), -1, np.int32) if progress is None else progress
     return solve_ensemble(problem, ensemble(y0), ensemble(params), shared, t_span, weights,
-                          tstops, ensemble(first_step))
+                          tstops, ensemble(first_step), progress)

@@ -42,10 +42,11 @@ struct EnsembleBuffers {
 
 // The operands, attributes and results of every solve handler, appended to `binding` (the bare
 // Ffi::Bind(), or one that already holds a platform context). A handler's parameters follow:
-//   (context..., y0, params, shared, t_span, weights, tstops, first_step, model, entry, options,
-//    ys, accepted, rejected, status, event_time, event_state)
+//   (context..., y0, params, shared, t_span, weights, tstops, first_step, progress, model, entry,
+//    options, ys, accepted, rejected, status, event_time, event_state)
 // where `model` names the compiled model (a host library's path, or the CUDA cubins as
-// "sm_90=/a.cubin;sm_80=/b.cubin") and `entry` its entry point.
+// "sm_90=/a.cubin;sm_80=/b.cubin") and `entry` its entry point. `progress` is an int32 holding a
+// slot of progress.hpp's table (-1: off); only the CPU handler counts into it.
 template <class Binding>
 auto bind_ensemble_solve(Binding binding) {
   using xla::ffi::AnyBuffer;
@@ -57,6 +58,7 @@ auto bind_ensemble_solve(Binding binding) {
       .template Arg<AnyBuffer>()  // error_weights
       .template Arg<AnyBuffer>()  // tstops
       .template Arg<AnyBuffer>()  // first_step
+      .template Arg<AnyBuffer>()  // progress
       .template Attr<std::string_view>("model")
       .template Attr<std::string_view>("entry")
       .template Attr<ShoalSolveOptions>("options")

@@ -10,6 +10,7 @@
 #include "cuda_kernels.hpp"
 #include "model_registry.hpp"
 #include "ode_ffi.hpp"
+#include "progress.hpp"
 
 namespace nb = nanobind;
 
@@ -91,6 +92,24 @@ NB_MODULE(_ode_ext, m) {
       "Test hook: run the CUDA launch path on host arrays through a stand-in driver, with the "
       "kernel options of a dict (SolveOptions.kernel_attributes()); returns '' or the error "
       "message.");
+  // Live progress (progress.hpp): shoal/ode/_progress.py claims a slot per solve and polls it.
+  m.def("progress_open", &shoal::progress::open,
+        "Claim a progress slot with its counters at zero (-1 when all are in use).");
+  m.def(
+      "progress_done",
+      [](int slot) {
+        const auto* c = shoal::progress::counter(slot);
+        return c ? c->done.load() : int64_t{0};
+      },
+      nb::arg("slot"), "Trajectories a CPU solve has finished so far on an open slot.");
+  m.def(
+      "progress_total",
+      [](int slot) {
+        const auto* c = shoal::progress::counter(slot);
+        return c ? c->total.load() : int64_t{0};
+      },
+      nb::arg("slot"), "Trajectories of the CPU solves that have started on an open slot.");
+  m.def("progress_close", &shoal::progress::close, nb::arg("slot"), "Free a progress slot.");
   m.def("num_threads", &shoal::max_solve_threads,
         "The most threads an ensemble solve uses ($SHOAL_NUM_THREADS, else the cores).");
   m.attr("abi_version") = SHOAL_ODE_ABI_VERSION;

@@ -2,7 +2,8 @@
 //
 // One static target serves every model: the call's attributes name the compiled model library and
 // its entry point, the buffers carry the ensemble (signature: bind_ensemble_solve, after XLA's
-// intra-op thread pool). Trajectories are handed out in small chunks over that pool.
+// intra-op thread pool). Trajectories are handed out in small chunks over that pool; with a
+// progress slot (progress.hpp) each finished chunk is counted there, for Python to poll.
 #include <algorithm>
 #include <cstdlib>
 #include <string>
@@ -14,6 +15,7 @@
 #include "ensemble_call.hpp"
 #include "model_registry.hpp"
 #include "ode_ffi.hpp"
+#include "progress.hpp"
 #include "xla/ffi/api/ffi.h"
 
 namespace ffi = xla::ffi;
@@ -31,9 +33,19 @@ int max_solve_threads() {
 
 namespace {
 
+// The progress operand: an int32 slot of progress.hpp's table, or -1 (then nullptr).
+ffi::Error progress_counter(const ffi::AnyBuffer& slot, progress::Counter** counter) {
+  if (slot.element_type() != ffi::DataType::S32 || slot.element_count() == 0) {
+    return ffi::Error(ffi::ErrorCode::kInvalidArgument,
+                      "shoal.ode.solve: the progress operand must be an int32 slot");
+  }
+  *counter = progress::counter(static_cast<const int32_t*>(slot.untyped_data())[0]);
+  return ffi::Error::Success();
+}
+
 ffi::Error solve_impl(ffi::ThreadPool& pool, const EnsembleBuffers& buffers,
                       std::string_view model_path, std::string_view entry,
-                      const ShoalSolveOptions& options) {
+                      const ShoalSolveOptions& options, progress::Counter* counter) {
   LoadedModel model;
   std::string error;
   if (!load_model(std::string(model_path), std::string(entry), &model, &error)) {
@@ -51,23 +63,42 @@ ffi::Error solve_impl(ffi::ThreadPool& pool, const EnsembleBuffers& buffers,
   const int64_t threads = max_solve_threads();
   const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(64, n_traj / (16 * threads)));
   const SolveRangeFn fn = model.solve_range;
+  if (counter == nullptr) {
+    parallel_for(
+        pool, n_traj, threads, [&](int64_t begin, int64_t end) { fn(&a, begin, end); }, chunk);
+    return ffi::Error::Success();
+  }
+  // With progress on, every chunk (a single worker's whole range too) reports when it is done.
+  counter->total.fetch_add(n_traj);
   parallel_for(
-      pool, n_traj, threads, [&](int64_t begin, int64_t end) { fn(&a, begin, end); }, chunk);
+      pool, n_traj, threads,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t b = begin; b < end; b += chunk) {
+          const int64_t e = std::min(end, b + chunk);
+          fn(&a, b, e);
+          counter->done.fetch_add(e - b, std::memory_order_relaxed);
+        }
+      },
+      chunk);
   return ffi::Error::Success();
 }
 
 ffi::Error solve(ffi::ThreadPool pool, ffi::AnyBuffer y0, ffi::AnyBuffer params,
                  ffi::AnyBuffer shared, ffi::AnyBuffer t_span, ffi::AnyBuffer weights,
-                 ffi::AnyBuffer tstops, ffi::AnyBuffer first_step, std::string_view model,
+                 ffi::AnyBuffer tstops, ffi::AnyBuffer first_step, ffi::AnyBuffer progress,
+                 std::string_view model,
                  std::string_view entry, ShoalSolveOptions options, ffi::Result<ffi::AnyBuffer> ys,
                  ffi::Result<ffi::AnyBuffer> accepted, ffi::Result<ffi::AnyBuffer> rejected,
                  ffi::Result<ffi::AnyBuffer> status, ffi::Result<ffi::AnyBuffer> event_time,
                  ffi::Result<ffi::AnyBuffer> event_state) {
   return without_exceptions("shoal.ode.solve", [&] {
+    progress::Counter* counter = nullptr;
+    ffi::Error slot = progress_counter(progress, &counter);
+    if (slot.failure()) return slot;
     return solve_impl(pool,
                       {y0, params, shared, t_span, weights, tstops, first_step, ys, accepted,
                        rejected, status, event_time, event_state},
-                      model, entry, options);
+                      model, entry, options, counter);
   });
 }
 

@@ -5,7 +5,8 @@
 // stream); solve_on_stream (cuda_kernels.hpp) picks the cubin for the device behind XLA's stream,
 // loads it once per context and launches on that stream. Buffers are device memory and are
 // checked exactly as on the CPU (ensemble_call.hpp); the launch is asynchronous like any XLA
-// kernel.
+// kernel. The progress operand (a device buffer) is ignored: a GPU solve's progress bar jumps to
+// done when the solve's results reach the host (shoal/ode/_progress.py).
 #include <cstddef>
 #include <string_view>
 
@@ -31,7 +32,8 @@ static_assert(sizeof(ShoalEnsembleArgs) == 160 + sizeof(ShoalSolveOptions),
 
 ffi::Error solve(cuda::CUstream stream, ffi::AnyBuffer y0, ffi::AnyBuffer params,
                  ffi::AnyBuffer shared, ffi::AnyBuffer t_span, ffi::AnyBuffer weights,
-                 ffi::AnyBuffer tstops, ffi::AnyBuffer first_step, std::string_view cubins,
+                 ffi::AnyBuffer tstops, ffi::AnyBuffer first_step,
+                 ffi::AnyBuffer /*progress: not counted on GPUs*/, std::string_view cubins,
                  std::string_view entry, ShoalSolveOptions options, ffi::Result<ffi::AnyBuffer> ys,
                  ffi::Result<ffi::AnyBuffer> accepted, ffi::Result<ffi::AnyBuffer> rejected,
                  ffi::Result<ffi::AnyBuffer> status, ffi::Result<ffi::AnyBuffer> event_time,
