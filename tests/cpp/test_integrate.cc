@@ -1,5 +1,5 @@
 // The adaptive per-trajectory loop: accuracy against closed forms, saves, final-time landing,
-// statuses and the step budget.
+// statuses, the step budget, stops with jumps, events and the weighted norm.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -180,6 +180,94 @@ TEST(Integrate, LastStepLandsExactlyOnFinalTime) {
                                                           options(1e-9, 1e-12), out_b, &s);
   EXPECT_EQ(out_a[1], out_b[2]);  // intermediate saves never change the steps
   EXPECT_NEAR(out_a[1], std::exp(-k * 1.2345678), 1e-9);
+}
+
+// A switch of f at s seen from either side: each step evaluates f on one side of the stop only.
+struct Switch {  // y' = 1 for t < s (Left) or t <= s (!Left), else 0; exactly y(T) = s
+  static constexpr int n_vars = 1;
+  static constexpr int n_params = 1;
+  template <class T>
+  static void rhs(const T*, const T& t, const T* p, T* dy) {
+    dy[0] = t < p[0] ? T(1) : T(0);
+  }
+};
+
+struct DecayWithDose : Decay {  // a bolus of 1 at every stop, and the event y = 0.5
+  static constexpr bool has_jump = true;
+  static constexpr bool has_event = true;
+  template <class T>
+  static void jump(const T* y, const T&, const T*, T* out) {
+    out[0] = y[0] + T(1);
+  }
+  template <class T>
+  static void event(const T* y, const T&, const T*, T* out) {
+    out[0] = y[0] - T(0.5);
+  }
+};
+
+TEST(Integrate, StopsAreLandedOnAndSwitchesHonoured) {
+  const double s = 0.3, y0 = 0.0;
+  const double t_span[] = {0.0, 1.0}, stops[] = {s};
+  double out[2];
+  IntegrateStats stats;
+  shoal::ode::Trajectory<double> tr;
+  tr.y0 = &y0;
+  tr.p = &s;
+  tr.t_span = t_span;
+  tr.n_save = 2;
+  tr.tstops = stops;
+  tr.n_tstops = 1;
+  tr.out = out;
+  ASSERT_EQ((shoal::ode::integrate<shoal::ode::Tsit5, Switch, double>(
+                tr, options(1e-10, 1e-12), &stats)),
+            shoal::ode::kSuccess);
+  const double with_stop = std::abs(out[1] - s);
+  EXPECT_LT(with_stop, 1e-14);
+  tr.n_tstops = 0;  // without the stop, steps across s integrate a mix of both sides
+  shoal::ode::integrate<shoal::ode::Tsit5, Switch, double>(tr, options(1e-10, 1e-12), &stats);
+  EXPECT_GT(std::abs(out[1] - s), 100 * with_stop + 1e-13);
+}
+
+TEST(Integrate, JumpsAtStopsAndATerminalEvent) {
+  const double k = 1.0, y0 = 1.0;
+  const double t_span[] = {0.0, 0.5, 1.0, 5.0}, stops[] = {0.5, 7.0};  // 7 is outside
+  double out[4], event_time, event_state;
+  IntegrateStats stats;
+  shoal::ode::Trajectory<double> tr;
+  tr.y0 = &y0;
+  tr.p = &k;
+  tr.t_span = t_span;
+  tr.n_save = 4;
+  tr.tstops = stops;
+  tr.n_tstops = 2;
+  tr.out = out;
+  tr.event_time = &event_time;
+  tr.event_state = &event_state;
+  const auto status = shoal::ode::integrate<shoal::ode::Tsit5, DecayWithDose, double>(
+      tr, options(1e-11, 1e-13), &stats);
+  // y(0.5-) = e^-0.5 > 0.5 (saved before the dose); after it y = e^-0.5 + 1, which decays to
+  // the event's 0.5 at 0.5 + log(2 (e^-0.5 + 1)) ≈ 1.67: the save at 1 is reached, the one at 5
+  // is not.
+  const double after = std::exp(-0.5) + 1.0;
+  EXPECT_EQ(status, shoal::ode::kEvent);
+  EXPECT_NEAR(event_time, 0.5 + std::log(2.0 * after), 1e-10);
+  EXPECT_NEAR(event_state, 0.5, 1e-10);
+  EXPECT_NEAR(out[1], std::exp(-0.5), 1e-10);
+  EXPECT_NEAR(out[2], after * std::exp(-0.5), 1e-10);
+  EXPECT_TRUE(std::isnan(out[3]));
+}
+
+TEST(Integrate, ZeroWeightsLeaveTheMean) {
+  const double rtol = 1e-6, atol = 1e-6;
+  shoal::ode::ControllerOptions<double> c;
+  c.rtol = rtol;
+  c.atol = atol;
+  const double err[] = {1e-6, 5.0}, y[] = {0.0, 0.0}, w[] = {1.0, 0.0};
+  const int count = shoal::ode::weighted_count(2, w);
+  EXPECT_EQ(count, 1);
+  EXPECT_NEAR(shoal::ode::error_norm(2, count, err, y, y, w, c), 1.0, 1e-12);
+  const double nan_err[] = {1e-6, std::numeric_limits<double>::quiet_NaN()};
+  EXPECT_FALSE(std::isfinite(shoal::ode::error_norm(2, count, nan_err, y, y, w, c)));
 }
 
 }  // namespace
