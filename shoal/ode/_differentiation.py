@@ -87,10 +87,11 @@ def _solve_ensemble_jvp(problem: EnsembleProblem, primals, tangents):
     dy0, dparams, dshared, dt_span, _, dtstops, _, _ = tangents
     if not isinstance(dtstops, SymbolicZero):
         raise NotImplementedError(
-            "differentiating shoal.ode.solve with respect to tstops is not supported (a stop "
-            "moves where the integrator restarts, not the solution); wrap them in "
-            "jax.lax.stop_gradient, or put a time that should be differentiable in t_span or "
-            "params")
+            "differentiating shoal.ode.solve with respect to tstops is not supported: the "
+            "solution's derivative with respect to the time of a discontinuity (a dose or a "
+            "switch) is not computed, and a jnp.where on t inside f contributes none either. "
+            "Only if the stops do not depend on what you differentiate, pass them through "
+            "jax.lax.stop_gradient")
     n_traj = y0.shape[0]
     timed = not isinstance(dt_span, SymbolicZero)
     if timed:
