@@ -127,21 +127,23 @@ def _solve_ensemble_jvp(problem: EnsembleProblem, primals, tangents):
                 _times.parameters(params, shared, n_traj),
                 _parameter_tangents(dparams, dshared, params, shared, n_traj))
     else:
-        if problem.model.has_event:
-            raise NotImplementedError(
-                f"differentiating a solve with an event with respect to more than "
-                f"{UNIT_COLUMNS} entries at once is not supported; differentiate fewer "
-                "parameters (or y0 entries) at a time")
         out = problem.run(*primals, progress=progress)
 
         def one_direction(d, like):  # a symbolic zero becomes zeros, not a column to integrate
             return (d.astype(like.dtype) if not isinstance(d, SymbolicZero)
                     else jnp.zeros_like(like))[None]
 
-        dys = directional(problem, given, (y0, params, shared[None], *primals[3:]),
-                          one_direction(dy0, y0), one_direction(dparams, params),
-                          one_direction(dshared, shared)[:, None])[0]
-        tangents = [dys, *_zero_tangents(out)[1:]]
+        flat = directional(problem, given, (y0, params, shared[None], *primals[3:]),
+                           one_direction(dy0, y0), one_direction(dparams, params),
+                           one_direction(dshared, shared)[:, None])[0]
+        ys = out[0]
+        saves = ys.shape[1] * ys.shape[2]
+        tangents = [flat[:, :saves].reshape(ys.shape), *_zero_tangents(out)[1:]]
+        if problem.model.has_event:
+            tangents[4:] = event_tangents(
+                problem.functions, out[4], out[5], flat[:, saves:],
+                _times.parameters(params, shared, n_traj),
+                _parameter_tangents(dparams, dshared, params, shared, n_traj))
     if timed:
         tangents[0] = tangents[0] + _times.save_tangent(
             problem.functions.pure("rhs"), out[0], t_span,

@@ -17,8 +17,10 @@ Operands (per call, leading batch dimensions folded in by the batching rule):
   tstops (R_s, k), first_step (N, 1), dy0 (M, N, n), dparams (M, N, n_own),
   dshared (M, R, n_shared);
 R, R_t and R_s divide N: rows of shared parameters, save times and stops serve consecutive
-trajectories. The result is (M, N, n_save, n_saved): what each save records (the state, or the
-model's save) differentiated along each direction.
+trajectories. The result is (M, N, K): each trajectory's K = n_save · n_saved tangents of what
+its saves record (the state, or the model's save), flattened, followed for a model with an event
+by the n tangents of the state at the event time held fixed (``_events`` adds the time's own
+part).
 """
 
 from __future__ import annotations
@@ -46,10 +48,16 @@ def directional(problem, given, primals, dy0, dparams, dshared):
                               given=tuple(given))
 
 
+def tangent_size(problem, n_save: int) -> int:
+    """K: the tangents per trajectory and direction (see the module docstring)."""
+    model = problem.model
+    return n_save * model.n_saved + (model.n_vars if model.has_event else 0)
+
+
 @directional_p.def_abstract_eval
 def _abstract_eval(y0, params, shared, t_span, weights, tstops, first_step, dy0, dparams,
                    dshared, *, problem, given):
-    return ShapedArray((dy0.shape[0], y0.shape[0], t_span.shape[-1], problem.model.n_saved),
+    return ShapedArray((dy0.shape[0], y0.shape[0], tangent_size(problem, t_span.shape[-1])),
                        y0.dtype)
 
 
@@ -105,8 +113,25 @@ def unit_sensitivities(problem, primals, widths, progress=None):
         jnp.concatenate(blocks, axis=1), params, shared, t_span, _joint_weights(weights, m),
         tstops, first_step, sens=sens, error_components=_error_components(problem, n),
         progress=progress)
-    S = ys_joint[..., n_out:].reshape(n_traj, ys_joint.shape[1], m, n_out)
+    S = _reached(ys_joint[..., n_out:].reshape(n_traj, ys_joint.shape[1], m, n_out))
     return ys_joint[..., :n_out], S, stats, event_time, event_state
+
+
+def _reached(tangents):
+    """Tangents with those of saves never reached (NaN: after a terminal event or a failure)
+    set to 0, so a cotangent of 0 there contributes 0, not NaN, to a gradient. The values of
+    those saves stay NaN."""
+    return jnp.where(jnp.isnan(tangents), jnp.zeros((), tangents.dtype), tangents)
+
+
+def _flat_unit_sensitivities(problem, primals, widths):
+    """(N, m, K): unit_sensitivities' columns as the flattened tangents of every trajectory."""
+    _, S, _, _, event_state = unit_sensitivities(problem, primals, widths)
+    n_traj, n_save, m, n_out = S.shape
+    parts = [jnp.moveaxis(S, 2, 1).reshape(n_traj, m, n_save * n_out)]
+    if problem.model.has_event:
+        parts.append(event_state[:, problem.n_vars:].reshape(n_traj, m, problem.n_vars))
+    return jnp.concatenate(parts, axis=2)
 
 
 def unit_fits(problem, y0, widths) -> bool:
@@ -116,18 +141,21 @@ def unit_fits(problem, y0, widths) -> bool:
 
 def _one_directional_solve(problem, y0, params, shared, t_span, weights, tstops, first_step,
                            dy0, dparams, dshared):
-    """(M, N, n_save, n_saved): one joint solve along M directions
-    (directional_sensitivity.hpp)."""
+    """(M, N, K): one joint solve along M directions (directional_sensitivity.hpp)."""
     m, n_traj, n = dy0.shape
     n_out = problem.model.n_saved
     z0 = jnp.concatenate([y0, _columns(dy0)], axis=1)
     own = jnp.concatenate([params, _columns(dparams)], axis=1)
     joint_shared = jnp.concatenate([shared, _columns(dshared)], axis=1)
-    ys_joint = problem.run(z0, own, joint_shared, t_span, _joint_weights(weights, m), tstops,
-                           first_step, directions=m,
-                           error_components=_error_components(problem, n))[0]
+    out = problem.run(z0, own, joint_shared, t_span, _joint_weights(weights, m), tstops,
+                      first_step, directions=m, error_components=_error_components(problem, n))
+    ys_joint, event_state = out[0], out[5]
     n_save = ys_joint.shape[1]
-    return jnp.moveaxis(ys_joint[..., n_out:].reshape(n_traj, n_save, m, n_out), 2, 0)
+    dys = _reached(jnp.moveaxis(ys_joint[..., n_out:].reshape(n_traj, n_save, m, n_out), 2, 0))
+    parts = [dys.reshape(m, n_traj, n_save * n_out)]
+    if problem.model.has_event:
+        parts.append(jnp.moveaxis(event_state[:, n:].reshape(n_traj, m, n), 1, 0))
+    return jnp.concatenate(parts, axis=2)
 
 
 def _chunked(problem, y0, m: int, directions_of, consume):
@@ -157,14 +185,14 @@ def _evaluate(y0, params, shared, t_span, weights, tstops, first_step, dy0, dpar
     widths = widths_of(given, y0, params, shared)
     entries = sum(widths)
     if entries == 0:  # the only tangents are of empty inputs
-        return jnp.zeros((m, n_traj, t_span.shape[-1], problem.model.n_saved), y0.dtype)
+        return jnp.zeros((m, n_traj, tangent_size(problem, t_span.shape[-1])), y0.dtype)
     if m >= entries and unit_fits(problem, y0, widths):
         # As many directions as differentiated entries (jacfwd of a small problem): a column
         # per entry, contracted with every direction, is the cheaper joint solve.
-        S = unit_sensitivities(problem, primals, widths)[1]
+        S = _flat_unit_sensitivities(problem, primals, widths)
         tangents = [dy0, dparams, _per_trajectory(dshared, n_traj)]
         theta = jnp.concatenate([d for d, w in zip(tangents, widths, strict=True) if w], axis=2)
-        return jnp.einsum("nsci,knc->knsi", S, theta.astype(y0.dtype))
+        return jnp.einsum("nck,dnc->dnk", S, theta.astype(y0.dtype))
     pad = -m % min(m, _max_columns(n, problem.n_params, y0.dtype.itemsize))
     padded = [jnp.concatenate([d, jnp.zeros((pad, *d.shape[1:]), d.dtype)]) for d in
               (dy0, dparams, dshared)]
@@ -199,9 +227,9 @@ def _batch(args, dims, *, problem, given):
     flat_primals = [x.reshape(size * x.shape[1], x.shape[2]) for x in moved[:N_PRIMALS]]
     flat_tangents = [jnp.moveaxis(x, 0, 1).reshape(x.shape[1], size * x.shape[2], x.shape[3])
                      for x in moved[N_PRIMALS:]]
-    out = directional(problem, given, flat_primals, *flat_tangents)  # (M, B N, n_save, k)
-    m, _, n_save, k = out.shape
-    return out.reshape(m, size, -1, n_save, k), 1
+    out = directional(problem, given, flat_primals, *flat_tangents)  # (M, B N, K)
+    m, _, k = out.shape
+    return out.reshape(m, size, -1, k), 1
 
 
 batching.primitive_batchers[directional_p] = _batch
@@ -227,8 +255,8 @@ def _transpose(ct, y0, params, shared, t_span, weights, tstops, first_step, dy0,
         return [None] * N_PRIMALS + [jnp.zeros(a.shape, a.dtype) if w else None
                                      for a, w in zip(avals, wanted, strict=True)]
     if unit_fits(problem, y0, widths):
-        S = unit_sensitivities(problem, primals, widths)[1]
-        cts = jnp.einsum("nsci,knsi->knc", S, ct)  # (K, N, entries)
+        S = _flat_unit_sensitivities(problem, primals, widths)
+        cts = jnp.einsum("nck,dnk->dnc", S, ct)  # (D, N, entries)
     else:
         # Too many entries for one joint solve: the same columns as directions e_k, in chunks.
         cts = _basis_cotangents(problem, primals, widths, ct)
@@ -248,8 +276,9 @@ def _transpose(ct, y0, params, shared, t_span, weights, tstops, first_step, dy0,
 
 
 def _basis_cotangents(problem, primals, widths, ct):
-    """(K, N, entries): ct contracted with ∂y/∂θ_e for every wanted entry e, the columns
-    integrated as directional solves along the unit directions, chunk by chunk."""
+    """(D, N, entries): ct (D cotangents) contracted with the tangents along θ_e for every
+    wanted entry e, the columns integrated as directional solves along the unit directions,
+    chunk by chunk."""
     y0, params, shared = primals[:3]
     n_traj = y0.shape[0]
     entries = sum(widths)
@@ -264,10 +293,10 @@ def _basis_cotangents(problem, primals, widths, ct):
             blocks.append(jnp.broadcast_to(unit[:, None, :], (c, rows, x.shape[-1])))
         return (*primals, *blocks)
 
-    def consume(j, c, dys):  # dys (c, N, n_save, n) -> (K, N, c)
-        return jnp.einsum("cnsi,knsi->knc", dys, ct)
+    def consume(j, c, dys):  # dys (c, N, K) -> (D, N, c)
+        return jnp.einsum("cnk,dnk->dnc", dys, ct)
 
-    per_chunk = _chunked(problem, y0, entries, directions_of, consume)  # (chunks, K, N, c)
+    per_chunk = _chunked(problem, y0, entries, directions_of, consume)  # (chunks, D, N, c)
     cts = jnp.moveaxis(per_chunk, 0, 2)
     return cts.reshape(*cts.shape[:2], -1)[..., :entries]
 

@@ -38,7 +38,11 @@ def start_tangent(rhs, y0, t_span, p, dt_span):
 
 
 def save_tangent(rhs, ys, t_span, p, dt_span):
-    """f(ys_i, t_i, p) dt_i, (N, n_save, n). A save never reached is NaN; so is its tangent."""
+    """f(ys_i, t_i, p) dt_i, (N, n_save, n); 0 for a save never reached (NaN), as its other
+    tangents (``_directional._reached``)."""
     n_traj = ys.shape[0]
-    f_at_saves = jax.vmap(jax.vmap(rhs, in_axes=(0, 0, None)))(ys, rows(t_span, n_traj), p)
+    reached = ~jnp.isnan(ys)
+    f_at_saves = jax.vmap(jax.vmap(rhs, in_axes=(0, 0, None)))(
+        jnp.where(reached, ys, 0.0), rows(t_span, n_traj), p)
+    f_at_saves = jnp.where(reached, f_at_saves, 0.0)
     return f_at_saves * rows(dt_span, n_traj)[:, :, None].astype(ys.dtype)

@@ -147,3 +147,58 @@ def test_a_bad_event_function_is_named():
         Event(3.0)
     with pytest.raises(ValueError, match="direction"):
         Event(below_level, direction=2)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_event_derivatives_through_a_table_of_many_entries(method):
+    # 100 differentiated entries: beyond the unit-column path, the directional one (and its
+    # transpose for grad). Reference: dt*/dtable · d = −z(t*) / y'(t*), with z' = interp(t, d) − k z
+    # the direction's own linear ODE, solved plainly.
+    grid = jnp.linspace(0.0, 5.0, 100)
+
+    def forced(y, t, p):
+        return jnp.stack([jnp.interp(t, grid, p["table"]) - p["k"] * y[0]])
+
+    level = 0.8
+
+    def event_of(table):
+        _, st = solve(forced, jnp.zeros((1, 1)), jnp.array([0.0, 5.0]),
+                      {"table": table, "k": jnp.array([0.5])},
+                      event=Event(lambda y, t, p: y[0] - level), method=method,
+                      return_stats=True, **TIGHT)
+        return st["event_time"][0], st["event_state"][0, 0]
+
+    table = 1.0 + 0.5 * jnp.sin(grid)
+    d = jax.random.normal(jax.random.PRNGKey(3), table.shape)
+    t_star = float(event_of(table)[0])
+    z = solve(forced, jnp.zeros((1, 1)), jnp.array([0.0, t_star]),
+              {"table": d, "k": jnp.array([0.5])}, method=method, **TIGHT)[0, -1, 0]
+    slope = float(jnp.interp(t_star, grid, table)) - 0.5 * level
+    expected = -float(z) / slope
+    (dt, dy) = jax.jvp(event_of, (table,), (d,))[1]
+    assert float(dt) == pytest.approx(expected, rel=1e-6)
+    assert abs(float(dy)) < 1e-8  # the state at the event is the level
+    grad = jax.grad(lambda tb: event_of(tb)[0])(table)
+    assert float(grad @ d) == pytest.approx(expected, rel=1e-6)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_a_loss_on_the_saves_before_a_terminal_event_and_its_time_has_a_finite_gradient(method):
+    # The saves after the event are NaN; masked out (before any arithmetic, as JAX needs for a
+    # finite gradient), their tangents count as 0, so the gradient (also with respect to the
+    # save times) is finite and right.
+    t = jnp.linspace(0.0, 4.0, 9)
+
+    def loss(theta):
+        k, t_end = theta[0], theta[1]
+        ys, st = solve(decay, jnp.ones((1, 1)), t.at[-1].set(t_end), jnp.stack([k, 0.3]),
+                       event=Event(below_level), method=method, return_stats=True, **TIGHT)
+        return jnp.sum(jnp.where(jnp.isnan(ys), 0.0, ys) ** 2) + st["event_time"][0]
+
+    theta = jnp.array([0.6, 4.0])
+    grad = np.asarray(jax.grad(loss)(theta))
+    assert np.all(np.isfinite(grad))
+    eps = 1e-6
+    fd = [(float(loss(theta + e)) - float(loss(theta - e))) / (2 * eps)
+          for e in np.eye(2) * eps]
+    np.testing.assert_allclose(grad, fd, rtol=1e-5, atol=1e-8)
