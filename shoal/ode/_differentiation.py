@@ -10,6 +10,11 @@ the JVP is the plain solve plus ``_directional.directional``: a primitive linear
 tangents, which forward mode evaluates with one column per tangent DIRECTION and reverse mode
 transposes into columns per entry (in chunks). A shared parameter's tangent is the same for every
 trajectory, so its cotangent sums the ensemble.
+
+Both paths also carry the times' tangents (``_times``: a start time's enters as a tangent of y0,
+a save time's is added to its save) and, for a model with an event, the event's (``_events``:
+the implicit-function rule on the joint solve's state at the event). ``tstops`` are not
+differentiable; error weights, first steps and the progress slot only select steps or count.
 """
 
 from __future__ import annotations
