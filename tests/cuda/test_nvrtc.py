@@ -126,6 +126,20 @@ def test_float32_models_compile():
         assert variant.entry.encode() in cubin
 
 
+def test_a_model_with_a_jump_a_save_and_an_event_compiles_with_nvrtc():
+    # The same translation units solve() builds for CUDA, with integrate.hpp's stop, save and
+    # event paths (nvcc covers them in test_device_compile.py; NVRTC is what runs them).
+    extras = (_codegen.ModelFunction("jump", lambda y, t, p: y + p[1]),
+              _codegen.ModelFunction("save", lambda y, t, p: jnp.stack([y[0] * y[1], t])),
+              _codegen.ModelFunction("event", lambda y, t, p: y[0] - 0.5))
+    model = _codegen.generate_model(lambda y, t, p: -p[0] * y, 2, 2, np.float64, extras)
+    for variant in (Variant(Method.TSIT5), Variant(Method.RODAS5P, sens=(True, True)),
+                    Variant(Method.RODAS5P, directions=2)):
+        source = _kernel_source.library_source(model, variant, "cuda")
+        cubin, _ = _nvrtc.compile_source(_keyed(source), ARCH)
+        assert variant.entry.encode() in cubin
+
+
 def test_constant_tables_compile_for_host_and_device():
     # A large constant matrix becomes a table read from host+device code: the host pass must
     # read the host copy and device code the __device__ copy, without warnings from either.
