@@ -100,11 +100,6 @@ def _solve_ensemble_jvp(problem: EnsembleProblem, primals, tangents):
     n_traj = y0.shape[0]
     timed = not isinstance(dt_span, SymbolicZero)
     if timed:
-        if problem.model.saved_shape is not None:
-            raise NotImplementedError(
-                "differentiating a solve with save_fn with respect to t_span is not supported "
-                "(a save's time derivative needs the state, which save_fn does not keep); "
-                "differentiate with respect to y0 and params, or save the state")
         rhs = problem.functions.pure("rhs")
         p_full = _times.parameters(params, shared, n_traj)
         shift = _times.start_tangent(rhs, y0, t_span, p_full, dt_span)
@@ -149,10 +144,13 @@ def _solve_ensemble_jvp(problem: EnsembleProblem, primals, tangents):
                 problem.functions, out[4], out[5], flat[:, saves:],
                 _times.parameters(params, shared, n_traj),
                 _parameter_tangents(dparams, dshared, params, shared, n_traj))
-    if timed:
+    if timed and problem.model.saved_shape is None:
         tangents[0] = tangents[0] + _times.save_tangent(
             problem.functions.pure("rhs"), out[0], t_span,
             _times.parameters(params, shared, n_traj), dt_span)
+    elif timed:  # the saves record save_fn: its rate along the solution, from one more solve
+        tangents[0] = tangents[0] + _times.save_rates(problem, primals) * _times.rows(
+            dt_span, n_traj)[:, :, None].astype(out[0].dtype)
     return out, tuple(tangents)
 
 

@@ -127,3 +127,20 @@ def test_sparsity_patterns():
     np.testing.assert_array_equal(detect_pattern(_special, N, NP, np.float64), want)
     points = list(_points(3, np.float64, count=4))[1:]
     assert_pattern_covers_jacobians(_norms_and_einsum, N, NP, points)
+
+
+def _hamiltonian(y, t, p):
+    """Dynamics from an energy by jax.grad inside f (its jaxpr sums tangents with add_any)."""
+
+    def energy(q, v):
+        return 0.5 * jnp.sum(v**2) + p[0] * jnp.sum(1.0 - jnp.cos(q)) + p[1] * q[0] * q[1]
+
+    q, v = y[:N // 2], y[N // 2:]
+    dq, dv = jax.grad(energy, argnums=(0, 1))(q, v)
+    return jnp.concatenate([dv, -dq])
+
+
+def test_f_may_differentiate_an_energy_with_jax_grad():
+    rng = np.random.default_rng(7)
+    points = [(rng.normal(size=N), 0.0, np.array([1.3, 0.4])) for _ in range(3)]
+    assert_matches_at(_hamiltonian, N, NP, np.float64, points)

@@ -134,10 +134,28 @@ def test_times_differentiate_together_with_parameters():
     np.testing.assert_allclose(np.asarray(dp), fd_p, rtol=1e-5)
 
 
-def test_tstops_and_save_fn_times_are_not_differentiable_and_say_so():
+def test_tstops_are_not_differentiable_and_say_so():
     with pytest.raises(NotImplementedError, match="tstops"):
         jax.grad(lambda s: solve(decay, jnp.array([1.0]), jnp.array([0.0, 1.0]), [1.0],
                                  tstops=jnp.stack([s]))[0, -1, 0])(0.5)
-    with pytest.raises(NotImplementedError, match="save_fn"):
-        jax.grad(lambda t1: solve(decay, jnp.array([1.0]), jnp.stack([0.0, t1]), [1.0],
-                                  save_fn=lambda y, t, p: y[0] ** 2)[0, -1])(1.0)
+
+
+def energy_and_phase(y, t, p):  # depends on t itself too
+    return jnp.stack([0.5 * y[1] ** 2 + p[0] * (1.0 - jnp.cos(y[0])), y[0] * jnp.cos(t)])
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_save_fn_outputs_differentiate_with_respect_to_the_times(method):
+    # d/dt_i h(y(t_i), t_i) = h_y f + h_t, computed by a second solve whose save is that rate.
+    y0 = jnp.array([[0.4, 0.1], [1.2, -0.3]])
+    p = jnp.array([[1.0], [1.7]])
+
+    def saves(t):
+        return solve(forced, y0, t, p, method=method, save_fn=energy_and_phase, **TIGHT)
+
+    t = np.array([0.1, 0.6, 1.3, 2.0])
+    jac = np.asarray(jax.jacfwd(saves)(jnp.asarray(t)))  # (2, 4, 2, 4)
+    np.testing.assert_allclose(jac, _central(saves, t, 1e-5), atol=1e-6)
+    grad = np.asarray(jax.grad(lambda t: jnp.sum(saves(t) ** 2))(jnp.asarray(t)))
+    fd = _central(lambda t: jnp.sum(saves(jnp.asarray(t)) ** 2), t, 1e-5)
+    np.testing.assert_allclose(grad, fd, rtol=1e-5, atol=1e-7)

@@ -44,7 +44,9 @@ FLOAT_UNARY = {
     "sign": "sign({0})",
     "square": "square({0})",
 }
-BINARY = {"add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "div": "({0} / {1})"}
+BINARY = {"add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "div": "({0} / {1})",
+          # the sum of tangent contributions in a jax.jvp / jax.grad inside f
+          "add_any": "({0} + {1})"}
 FLOAT_BINARY = {
     "max": "max({0}, {1})",
     "min": "min({0}, {1})",
