@@ -8,10 +8,11 @@
 //   - Stops (tstops) do: the step before a stop s ends two floats before s, so its last stage's
 //     time t + h, rounded, stays left of s, and the next step starts at the float after s. A
 //     model whose f jumps at s (written `t < s` or `t <= s`) is thus evaluated on one side of s
-//     per step, and the stepper restarts there (Tsit5's FSAL stage recomputed, the step size
-//     re-estimated, the controller's history cleared) after the model's jump, if it has one,
-//     maps the state. A save at s records the state before the jump. Stops in [t_0, t_final)
-//     count (one at t_0 jumps before the first step); equal stops are one stop.
+//     per step, and the stepper restarts there after the model's jump, if it has one, maps the
+//     state: Tsit5's FSAL stage recomputed, the step size re-estimated but kept at least the
+//     controller's proposal, the controller's history cleared. A save at s records the state
+//     before the jump. Stops in [t_0, t_final) count (one at t_0 jumps before the first step);
+//     equal stops are one stop.
 //   - The final step is clamped so it lands exactly on t_span[n_save-1].
 //   - An event g(y, t, p) (model_traits.hpp) is checked on every accepted step: a sign change
 //     between its ends is located on the dense output by the Illinois method to a few ulps of t.
@@ -314,8 +315,11 @@ SHOAL_HD Status integrate(const Trajectory<T>& tr, const IntegrateOptions<T>& op
         const T span = (more ? tr.tstops[next_stop] : t_final) - t;
         if (span > T(0)) {
           stepper.init(y, t, p);
-          h = detail::restart_step<Model>(y, t, p, span, n_error, count, tr.weights,
-                                          ctrl.opt, S::error_order);
+          // Re-estimated, but never below the controller's proposal: across a stop where f
+          // only switches, the step that suited before usually suits after (diffrax keeps it);
+          // where it does not, the controller shrinks it on the first rejection.
+          h = math::max(h, detail::restart_step<Model>(y, t, p, span, n_error, count, tr.weights,
+                                                       ctrl.opt, S::error_order));
           ctrl = PidController<T>{opt.controller, S::error_order};
           if constexpr (has_event<Model>()) Model::template event<T>(y, t, p, &g_prev);
         } else {
