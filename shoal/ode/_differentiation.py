@@ -53,11 +53,16 @@ class EnsembleProblem:
         return self.model.n_params
 
     def run(self, y0, params, shared, t_span, weights, tstops, first_step, sens=None,
-            directions=0, error_components=0, progress=None):
+            directions=0, error_components=0, progress=None, atol=None):
+        """One kernel call. ``atol``: each component's absolute tolerance, (N, n) like y0
+        (default: the options' atol everywhere; a joint solve's sensitivity rows pass theirs)."""
         o = self.options
         variant = Variant.of(o.method, o.lu_precision, o.sparsity, o.ordering, sens, directions)
-        return _primitive.ensemble_solve(y0, params, shared, t_span, weights, tstops, first_step,
-                                         progress, build=ModelBuild(self.model, variant), options=o,
+        if atol is None:
+            atol = jnp.full(y0.shape, o.atol, y0.dtype)
+        return _primitive.ensemble_solve(y0, params, shared, t_span, weights, atol, tstops,
+                                         first_step, progress,
+                                         build=ModelBuild(self.model, variant), options=o,
                                          error_components=error_components)
 
     def parameter_columns(self, with_own: bool, with_shared: bool):

@@ -32,6 +32,7 @@ from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
 from shoal.ode._primitive import ShapedArray, second_order_jvp
+from shoal.ode._status import Status
 
 directional_p = Primitive("shoal_ode_directional")
 
@@ -72,6 +73,48 @@ def _joint_weights(weights, m: int):
     return jnp.tile(weights, (1, 1 + m))
 
 
+# Sensitivity tolerances, as CVODES scales them: column k of S = ∂y/∂θ_k gets the absolute
+# tolerance atol / p̄_k with p̄_k = |θ_k| (1 where θ_k is 0 or not finite), so p̄_k S_k, the change
+# of y for a relative change of θ_k, is held to y's own atol. Unscaled, a y0 entry of 5e-13 (a
+# trace abundance) had its column held to atol = 1e-16 while it is of order 1: every step was
+# rejected. A tangent direction d (a JVP) is the column of the entry it moves most in relative
+# terms: atol · max_j |d_j| / p̄_j.
+
+
+def _magnitudes(theta):
+    """p̄: |θ|, with 1 where θ is 0 or not finite."""
+    size = jnp.abs(theta)
+    return jnp.where((size > 0) & jnp.isfinite(size), size, jnp.ones((), size.dtype))
+
+
+def _joint_atol(problem, n: int, column_atol):
+    """(N, n (1 + m)) absolute tolerances of a joint state: the options' atol for y, then
+    column_atol (N, m) for every component of each column (or the sens_atol option)."""
+    o = problem.options
+    n_traj, m = column_atol.shape
+    if o.sens_atol is not None:
+        column_atol = jnp.full_like(column_atol, o.sens_atol)
+    state = jnp.full((n_traj, n), o.atol, column_atol.dtype)
+    columns = jnp.broadcast_to(column_atol[:, :, None], (n_traj, m, n)).reshape(n_traj, m * n)
+    return jnp.concatenate([state, columns], axis=1)
+
+
+def _rows(x, n_traj: int):
+    """(R, k) or (k,) rows serving consecutive trajectories -> (N, k)."""
+    if x.shape[-1] == 0:
+        return jnp.zeros((n_traj, 0), x.dtype)
+    x = x.reshape(-1, x.shape[-1])
+    return jnp.repeat(x, n_traj // x.shape[0], axis=0)
+
+
+def _entries(primals, widths):
+    """(N, m): each trajectory's differentiated entries θ of y0, own and shared parameters."""
+    y0, params, shared = primals[:3]
+    blocks = (y0, params, _rows(shared, y0.shape[0]))
+    return jnp.concatenate([x.astype(y0.dtype) for x, w in zip(blocks, widths, strict=True) if w],
+                           axis=1)
+
+
 def _columns(x):
     """(M, rows, k) -> (rows, M k): direction-major, as the joint state and parameters are."""
     m, rows, k = x.shape
@@ -109,19 +152,22 @@ def unit_sensitivities(problem, primals, widths, progress=None):
     if m - widths[0]:
         blocks.append(jnp.zeros((n_traj, n * (m - widths[0])), y0.dtype))
     sens = (bool(widths[0]), problem.parameter_columns(bool(widths[1]), bool(widths[2])))
+    column_atol = problem.options.atol / _magnitudes(_entries(primals, widths))
     ys_joint, *stats, event_time, event_state = problem.run(
         jnp.concatenate(blocks, axis=1), params, shared, t_span, _joint_weights(weights, m),
         tstops, first_step, sens=sens, error_components=_error_components(problem, n),
-        progress=progress)
-    S = _reached(ys_joint[..., n_out:].reshape(n_traj, ys_joint.shape[1], m, n_out))
+        progress=progress, atol=_joint_atol(problem, n, column_atol))
+    S = _reached(ys_joint[..., n_out:].reshape(n_traj, ys_joint.shape[1], m, n_out), stats[2])
     return ys_joint[..., :n_out], S, stats, event_time, event_state
 
 
-def _reached(tangents):
-    """Tangents with those of saves never reached (NaN: after a terminal event or a failure)
-    set to 0, so a cotangent of 0 there contributes 0, not NaN, to a gradient. The values of
-    those saves stay NaN."""
-    return jnp.where(jnp.isnan(tangents), jnp.zeros((), tangents.dtype), tangents)
+def _reached(tangents, status):
+    """Tangents (N, ...) with those of saves after a terminal event (NaN, never reached) set to
+    0, so a cotangent of 0 there contributes 0, not NaN, to a gradient; the values of those
+    saves stay NaN. A failed trajectory's stay NaN: its gradient is NaN, never silently
+    partial, and its status says why."""
+    ended = (status == Status.EVENT).reshape(-1, *(1,) * (tangents.ndim - 1))
+    return jnp.where(ended & jnp.isnan(tangents), jnp.zeros((), tangents.dtype), tangents)
 
 
 def _flat_unit_sensitivities(problem, primals, widths):
@@ -147,11 +193,19 @@ def _one_directional_solve(problem, y0, params, shared, t_span, weights, tstops,
     z0 = jnp.concatenate([y0, _columns(dy0)], axis=1)
     own = jnp.concatenate([params, _columns(dparams)], axis=1)
     joint_shared = jnp.concatenate([shared, _columns(dshared)], axis=1)
+    # Each direction's relative size, max_j |d_j| / p̄_j over the entries it moves: (N, M).
+    relative = [jnp.abs(d) / _magnitudes(x)[None] for d, x in
+                ((dy0, y0), (dparams, params), (_per_trajectory(dshared, n_traj),
+                                                 _rows(shared, n_traj))) if d.shape[-1]]
+    size = jnp.max(jnp.concatenate(relative, axis=2), axis=2).T
+    size = jnp.where((size > 0) & jnp.isfinite(size), size, jnp.ones((), size.dtype))
     out = problem.run(z0, own, joint_shared, t_span, _joint_weights(weights, m), tstops,
-                      first_step, directions=m, error_components=_error_components(problem, n))
-    ys_joint, event_state = out[0], out[5]
+                      first_step, directions=m, error_components=_error_components(problem, n),
+                      atol=_joint_atol(problem, n, problem.options.atol * size.astype(y0.dtype)))
+    ys_joint, status, event_state = out[0], out[3], out[5]
     n_save = ys_joint.shape[1]
-    dys = _reached(jnp.moveaxis(ys_joint[..., n_out:].reshape(n_traj, n_save, m, n_out), 2, 0))
+    dys = jnp.moveaxis(_reached(ys_joint[..., n_out:].reshape(n_traj, n_save, m, n_out), status),
+                       2, 0)
     parts = [dys.reshape(m, n_traj, n_save * n_out)]
     if problem.model.has_event:
         parts.append(jnp.moveaxis(event_state[:, n:].reshape(n_traj, m, n), 1, 0))

@@ -256,8 +256,16 @@ class SolveOptions:
     sens_error_control: bool = _option(
         True, bool,
         "When differentiated (jvp, grad, jacfwd, ...): include the sensitivities in the error "
-        "norm (default), tying the gradient's accuracy to rtol. ``False`` takes exactly the plain "
-        "solve's steps and returns its values.")
+        "norm (default), tying the gradient's accuracy to rtol. ``False``: the state alone "
+        "controls the steps, so after the first step (chosen for the joint system, see "
+        "``first_step``) they are the plain solve's; with a given ``first_step``, exactly the "
+        "plain solve's steps and values.")
+    sens_atol: float | None = _option(
+        None, _optional_positive("sens_atol"),
+        "The absolute tolerance of every sensitivity ∂y_i/∂θ_k when differentiated. Default, as "
+        "CVODES does it: ``atol / |θ_k|`` (``atol`` where θ_k is 0), so the change of y for a "
+        "relative change of θ_k is controlled like y itself, and tiny or huge parameters, or a "
+        "y0 entry near 0, neither starve nor loosen the step size.")
     sparsity: Any = _option(
         None, _sparsity,
         'Rodas5P: ``None`` (dense LU), ``"auto"`` (the structural pattern detected from ``f``), '
@@ -290,11 +298,14 @@ class SolveOptions:
                  ("event", self.event.fn if self.event is not None else None))
         return tuple(ModelFunction(kind, fn) for kind, fn in given if fn is not None)
 
-    def kernel_attributes(self, error_components: int = 0) -> dict[str, Any]:
+    def kernel_attributes(self, error_components: int = 0,
+                          joint: bool = False) -> dict[str, Any]:
         """The run-time options as the kernel's ``options`` dictionary attribute.
 
         ``error_components``: the error norm covers components ``[0, this)`` only (0 = all); a
-        joint solve without sensitivity error control passes the state size.
+        joint solve without sensitivity error control passes the state size. ``joint``: a joint
+        solve [y, S], whose default first step is bounded by an estimate on the whole joint
+        state (integrate.hpp).
         """
         attributes = {}
         for f in dataclasses.fields(self):
@@ -302,6 +313,7 @@ class SolveOptions:
                 value = f.metadata["kernel"](getattr(self, f.name))
                 attributes.update(value if isinstance(value, dict) else {f.name: value})
         attributes["error_components"] = np.int64(error_components)
+        attributes["first_step_estimate"] = np.int64(joint)
         return attributes
 
 

@@ -1,7 +1,7 @@
 """The ensemble-solve primitive: abstract evaluation, batching, and one lowering per platform.
 
-``ensemble_p`` takes (y0, params, shared, t_span, weights, tstops, first_step) and returns (ys,
-accepted, rejected, status, event_time, event_state); the static ``build`` (what to
+``ensemble_p`` takes (y0, params, shared, t_span, weights, atol, tstops, first_step) and returns
+(ys, accepted, rejected, status, event_time, event_state); the static ``build`` (what to
 compile, ``_build.ModelBuild``), ``options`` (the record, ``_options.SolveOptions``) and
 ``error_components``. Each platform's lowering compiles the build for itself and emits one call of
 the platform's FFI target, whose attributes name the compiled model and its entry point and carry
@@ -49,8 +49,8 @@ ensemble_p.def_impl(functools.partial(_apply_primitive, ensemble_p))
 
 
 @ensemble_p.def_abstract_eval
-def _abstract_eval(y0, params, shared, t_span, weights, tstops, first_step, progress, *, build,
-                   **static):
+def _abstract_eval(y0, params, shared, t_span, weights, atol, tstops, first_step, progress, *,
+                   build, **static):
     lead = y0.shape[:-1]
     model = build.model
     n_saved = model.n_saved * (y0.shape[-1] // model.n_vars)  # a joint state saves its columns
@@ -90,7 +90,7 @@ def _lowering(target: str, compiled_model):
               error_components: int):
         return jax.ffi.ffi_lowering(target)(
             ctx, *args, model=compiled_model(build), entry=build.variant.entry,
-            options=options.kernel_attributes(error_components))
+            options=options.kernel_attributes(error_components, build.variant.joint))
 
     return lower
 
@@ -102,12 +102,13 @@ mlir.register_lowering(
     platform="cuda")
 
 
-def ensemble_solve(y0, params, shared, t_span, weights, tstops, first_step, progress=None, *,
-                   build: _build.ModelBuild, options: SolveOptions, error_components: int = 0):
+def ensemble_solve(y0, params, shared, t_span, weights, atol, tstops, first_step, progress=None,
+                   *, build: _build.ModelBuild, options: SolveOptions, error_components: int = 0):
     """One ensemble call: ys (N, n_save, n_saved), int32 accepted/rejected/status (N,), and the
     event's time (N, 1) and state (N, n) (trailing size 0 without an event).
 
-    y0 and weights are (N, n), params (N, n_own) the per-trajectory parameters, shared
+    y0, weights and atol (each component's absolute tolerance) are (N, n), params (N, n_own)
+    the per-trajectory parameters, shared
     (R, n_shared) the ensemble's, t_span (R_t, n_save), tstops (R_s, k) ascending rows, first_step
     (N,); the rows R, R_t, R_s divide N and serve consecutive trajectories. Under vmap every
     operand gains the same leading batch dimensions and the handler folds them into the ensemble.
@@ -115,6 +116,6 @@ def ensemble_solve(y0, params, shared, t_span, weights, tstops, first_step, prog
     """
     if progress is None:
         progress = np.full((1,), -1, np.int32)
-    return tuple(ensemble_p.bind(y0, params, shared, t_span, weights, tstops, first_step, progress,
-                                 build=build, options=options,
+    return tuple(ensemble_p.bind(y0, params, shared, t_span, weights, atol, tstops, first_step,
+                                 progress, build=build, options=options,
                                  error_components=int(error_components)))

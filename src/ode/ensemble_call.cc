@@ -29,7 +29,7 @@ ffi::Error invalid(std::string msg) {
 ffi::Error fill_ensemble_args(const ModelShape& model, EnsembleBuffers buffers,
                               const ShoalSolveOptions& options, ShoalEnsembleArgs* a) {
   const ffi::AnyBuffer &y0 = buffers.y0, &params = buffers.params, &shared = buffers.shared,
-                       &t_span = buffers.t_span, &weights = buffers.weights,
+                       &t_span = buffers.t_span, &weights = buffers.weights, &atol = buffers.atol,
                        &tstops = buffers.tstops, &first_step = buffers.first_step;
   const auto dtype = y0.element_type();
   const int bits = dtype == ffi::DataType::F64 ? 64 : dtype == ffi::DataType::F32 ? 32 : 0;
@@ -37,10 +37,11 @@ ffi::Error fill_ensemble_args(const ModelShape& model, EnsembleBuffers buffers,
     return invalid("y0 has an element type the compiled model was not built for (model is float" +
                    std::to_string(model.dtype_bits) + ")");
   }
-  for (const ffi::AnyBuffer* b : {&params, &shared, &t_span, &weights, &tstops, &first_step}) {
+  for (const ffi::AnyBuffer* b : {&params, &shared, &t_span, &weights, &atol, &tstops, &first_step}) {
     if (b->element_type() != dtype) return invalid("all floating inputs must share y0's dtype");
   }
-  if (last_dim(y0) != model.n_vars || last_dim(weights) != model.n_vars) {
+  if (last_dim(y0) != model.n_vars || last_dim(weights) != model.n_vars ||
+      last_dim(atol) != model.n_vars) {
     return invalid("state size " + std::to_string(last_dim(y0)) + " does not match the model's " +
                    std::to_string(model.n_vars) + " variables");
   }
@@ -52,8 +53,9 @@ ffi::Error fill_ensemble_args(const ModelShape& model, EnsembleBuffers buffers,
   }
   const int64_t n_traj = leading_count(y0, 1);
   const int64_t n_t_rows = leading_count(t_span, 1);
-  if (leading_count(params, 1) != n_traj || leading_count(weights, 1) != n_traj) {
-    return invalid("y0, params and error_weights must have the same number of trajectories");
+  if (leading_count(params, 1) != n_traj || leading_count(weights, 1) != n_traj ||
+      leading_count(atol, 1) != n_traj) {
+    return invalid("y0, params, error_weights and atol must have the same number of trajectories");
   }
   if (n_t_rows <= 0 || n_traj % n_t_rows != 0) {
     return invalid("t_span rows do not divide the ensemble");
@@ -104,6 +106,7 @@ ffi::Error fill_ensemble_args(const ModelShape& model, EnsembleBuffers buffers,
   a->shared = shared.untyped_data();
   a->t_span = t_span.untyped_data();
   a->weights = weights.untyped_data();
+  a->atol = atol.untyped_data();
   a->ys = buffers.ys->untyped_data();
   a->accepted = static_cast<int32_t*>(buffers.accepted->untyped_data());
   a->rejected = static_cast<int32_t*>(buffers.rejected->untyped_data());

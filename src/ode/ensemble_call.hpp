@@ -36,13 +36,14 @@ struct ModelShape {
 
 // One call's operands and results.
 struct EnsembleBuffers {
-  xla::ffi::AnyBuffer y0, params, shared, t_span, weights, tstops, first_step;
+  xla::ffi::AnyBuffer y0, params, shared, t_span, weights, atol, tstops, first_step;
   xla::ffi::Result<xla::ffi::AnyBuffer> ys, accepted, rejected, status, event_time, event_state;
 };
 
 // The operands, attributes and results of every solve handler, appended to `binding` (the bare
 // Ffi::Bind(), or one that already holds a platform context). A handler's parameters follow:
-//   (context..., y0, params, shared, t_span, weights, tstops, first_step, progress, model, entry,
+//   (context..., y0, params, shared, t_span, weights, atol, tstops, first_step, progress, model,
+//    entry,
 //    options, ys, accepted, rejected, status, event_time, event_state)
 // where `model` names the compiled model (a host library's path, or the CUDA cubins as
 // "sm_90=/a.cubin;sm_80=/b.cubin") and `entry` its entry point. `progress` is an int32 holding a
@@ -56,6 +57,7 @@ auto bind_ensemble_solve(Binding binding) {
       .template Arg<AnyBuffer>()  // shared
       .template Arg<AnyBuffer>()  // t_span
       .template Arg<AnyBuffer>()  // error_weights
+      .template Arg<AnyBuffer>()  // atol (per component)
       .template Arg<AnyBuffer>()  // tstops
       .template Arg<AnyBuffer>()  // first_step
       .template Arg<AnyBuffer>()  // progress

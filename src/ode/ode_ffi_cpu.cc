@@ -85,7 +85,7 @@ ffi::Error solve_impl(ffi::ThreadPool& pool, const EnsembleBuffers& buffers,
 
 ffi::Error solve(ffi::ThreadPool pool, ffi::AnyBuffer y0, ffi::AnyBuffer params,
                  ffi::AnyBuffer shared, ffi::AnyBuffer t_span, ffi::AnyBuffer weights,
-                 ffi::AnyBuffer tstops, ffi::AnyBuffer first_step, ffi::AnyBuffer progress,
+                 ffi::AnyBuffer atol, ffi::AnyBuffer tstops, ffi::AnyBuffer first_step, ffi::AnyBuffer progress,
                  std::string_view model,
                  std::string_view entry, ShoalSolveOptions options, ffi::Result<ffi::AnyBuffer> ys,
                  ffi::Result<ffi::AnyBuffer> accepted, ffi::Result<ffi::AnyBuffer> rejected,
@@ -96,7 +96,7 @@ ffi::Error solve(ffi::ThreadPool pool, ffi::AnyBuffer y0, ffi::AnyBuffer params,
     ffi::Error slot = progress_counter(progress, &counter);
     if (slot.failure()) return slot;
     return solve_impl(pool,
-                      {y0, params, shared, t_span, weights, tstops, first_step, ys, accepted,
+                      {y0, params, shared, t_span, weights, atol, tstops, first_step, ys, accepted,
                        rejected, status, event_time, event_state},
                       model, entry, options, counter);
   });

@@ -27,21 +27,21 @@ static_assert(offsetof(ShoalEnsembleArgs, y0) == 24, "ShoalEnsembleArgs layout: 
 static_assert(offsetof(ShoalEnsembleArgs, options) == 96, "ShoalEnsembleArgs layout");
 static_assert(offsetof(ShoalEnsembleArgs, n_vars) == 96 + sizeof(ShoalSolveOptions),
               "ShoalEnsembleArgs layout");
-static_assert(sizeof(ShoalEnsembleArgs) == 160 + sizeof(ShoalSolveOptions),
+static_assert(sizeof(ShoalEnsembleArgs) == 168 + sizeof(ShoalSolveOptions),
               "ShoalEnsembleArgs layout");
 
 ffi::Error solve(cuda::CUstream stream, ffi::AnyBuffer y0, ffi::AnyBuffer params,
                  ffi::AnyBuffer shared, ffi::AnyBuffer t_span, ffi::AnyBuffer weights,
-                 ffi::AnyBuffer tstops, ffi::AnyBuffer first_step,
+                 ffi::AnyBuffer atol, ffi::AnyBuffer tstops, ffi::AnyBuffer first_step,
                  ffi::AnyBuffer /*progress: not counted on GPUs*/, std::string_view cubins,
                  std::string_view entry, ShoalSolveOptions options, ffi::Result<ffi::AnyBuffer> ys,
                  ffi::Result<ffi::AnyBuffer> accepted, ffi::Result<ffi::AnyBuffer> rejected,
                  ffi::Result<ffi::AnyBuffer> status, ffi::Result<ffi::AnyBuffer> event_time,
                  ffi::Result<ffi::AnyBuffer> event_state) {
   return without_exceptions("shoal.ode.solve", [&] {
-    const EnsembleBuffers buffers{y0,       params,   shared,     t_span,     weights,
-                                  tstops,   first_step, ys,       accepted,   rejected,
-                                  status,   event_time, event_state};
+    const EnsembleBuffers buffers{y0,     params,     shared,   t_span,     weights,
+                                  atol,   tstops,     first_step, ys,     accepted,
+                                  rejected, status, event_time, event_state};
     return solve_on_stream(stream, cubins, entry,
                            [&](const ModelShape& shape, ShoalEnsembleArgs* a) {
                              return fill_ensemble_args(shape, buffers, options, a);

@@ -228,6 +228,22 @@ TEST(DualFunctions, PowTwoDualArguments) {
   EXPECT_NEAR(r.d[2], std::pow(a0, b0) * std::log(a0), 1e-15);
 }
 
+TEST(DualFunctions, ConstantsHaveZeroTangentsWhereTheSlopeIsInfinite) {
+  using shoal::ad::log;
+  using shoal::ad::sqrt;
+  // A constant (a parameter inside a Jacobian sweep) at a point where the slope is infinite:
+  // √0, log 0, asin 1 contribute nothing, instead of 0 · ∞ = NaN.
+  for (const D3& r : {sqrt(D3(0.0)), log(D3(0.0)), shoal::ad::asin(D3(1.0)),
+                      shoal::ad::cbrt(D3(0.0))}) {
+    for (int k = 0; k < 3; ++k) EXPECT_EQ(r.d[k], 0.0);
+  }
+  // A variable there keeps its infinite derivative, in the directions it moves.
+  const D3 moving = sqrt(variable<double, 3>(0.0, 1));
+  EXPECT_EQ(moving.d[0], 0.0);
+  EXPECT_TRUE(std::isinf(moving.d[1]));
+  EXPECT_EQ(moving.d[2], 0.0);
+}
+
 TEST(DualFunctions, PowEdgeCases) {
   using shoal::ad::pow;
   const D3 zero = seeded(0.0);

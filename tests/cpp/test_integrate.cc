@@ -265,9 +265,13 @@ TEST(Integrate, ZeroWeightsLeaveTheMean) {
   const double err[] = {1e-6, 5.0}, y[] = {0.0, 0.0}, w[] = {1.0, 0.0};
   const int count = shoal::ode::weighted_count(2, w);
   EXPECT_EQ(count, 1);
-  EXPECT_NEAR(shoal::ode::error_norm(2, count, err, y, y, w, c), 1.0, 1e-12);
+  const double* scalar_atol = nullptr;
+  EXPECT_NEAR(shoal::ode::error_norm(2, count, err, y, y, w, scalar_atol, c), 1.0, 1e-12);
   const double nan_err[] = {1e-6, std::numeric_limits<double>::quiet_NaN()};
-  EXPECT_FALSE(std::isfinite(shoal::ode::error_norm(2, count, nan_err, y, y, w, c)));
+  EXPECT_FALSE(std::isfinite(shoal::ode::error_norm(2, count, nan_err, y, y, w, scalar_atol, c)));
+  // A component's own absolute tolerance replaces the scalar one.
+  const double own_atol[] = {2e-6, 1.0};
+  EXPECT_NEAR(shoal::ode::error_norm(2, count, err, y, y, w, own_atol, c), 0.5, 1e-12);
 }
 
 }  // namespace

@@ -186,7 +186,8 @@ def test_rodas5p_with_sensitivities_through_the_fake_driver(fake_driver, tmp_pat
     assert report["errors"] == [""]
     model, _ = _model.generated_model(robertson, 3, 3, np.float64)
     ys, acc, rej, status, _, _ = _primitive.ensemble_solve(
-        z0, params, np.zeros(0), t_span, np.ones_like(z0), np.zeros((1, 0)),
+        z0, params, np.zeros(0), t_span, np.ones_like(z0), np.full_like(z0, 1e-12),
+        np.zeros((1, 0)),
         np.full((n_traj, 1), 1e-6), build=ModelBuild(model, sens),
         options=SolveOptions(rtol=1e-7, atol=1e-12))
     np.testing.assert_array_equal(got["ys"], np.asarray(ys))

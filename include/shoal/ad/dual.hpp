@@ -83,12 +83,31 @@ SHOAL_HD Dual<T, N> variable(const T& v, int k) {
   return x;
 }
 
-// f(x) with value `value` and derivative `slope` at x.v.
+// Whether a scalar or a dual (value and every nested tangent) is exactly zero.
+SHOAL_INLINE bool is_zero(double x) { return x == 0.0; }
+SHOAL_INLINE bool is_zero(float x) { return x == 0.0f; }
+template <class T, int N>
+SHOAL_INLINE bool is_zero(const Dual<T, N>& x) {
+  bool z = is_zero(x.v);
+  for (int k = 0; k < N; ++k) z = z && is_zero(x.d[k]);
+  return z;
+}
+
+// f(x) with value `value` and derivative `slope` at x.v. A direction in which x does not move
+// contributes nothing even where the slope is infinite or NaN (√ or log at 0, asin at 1: JAX's
+// symbolic zeros), so a constant such as a parameter inside f's Jacobian sweep never makes it
+// NaN: −y + 0·√p at p = 0 failed every Rodas5P step. The check runs only when the slope is not
+// finite.
 template <class T, int N>
 SHOAL_INLINE Dual<T, N> chain(const Dual<T, N>& x, const T& value, const T& slope) {
+  using math::is_finite;
   Dual<T, N> r;
   r.v = value;
-  for (int k = 0; k < N; ++k) r.d[k] = slope * x.d[k];
+  if (is_finite(slope)) {
+    for (int k = 0; k < N; ++k) r.d[k] = slope * x.d[k];
+  } else {
+    for (int k = 0; k < N; ++k) r.d[k] = is_zero(x.d[k]) ? T(0) : slope * x.d[k];
+  }
   return r;
 }
 
@@ -245,16 +264,6 @@ template <class T, int N>
 SHOAL_INLINE Dual<T, N> sign(const Dual<T, N>& x) {
   using math::sign;
   return Dual<T, N>(sign(x.v));
-}
-
-// Whether a scalar or a dual (value and every nested tangent) is exactly zero.
-SHOAL_INLINE bool is_zero(double x) { return x == 0.0; }
-SHOAL_INLINE bool is_zero(float x) { return x == 0.0f; }
-template <class T, int N>
-SHOAL_INLINE bool is_zero(const Dual<T, N>& x) {
-  bool z = is_zero(x.v);
-  for (int k = 0; k < N; ++k) z = z && is_zero(x.d[k]);
-  return z;
 }
 
 // a^b: ∂/∂a = b a^{b−1} (0 where b = 0), ∂/∂b = a^b ln a (0 where a = 0), JAX's conventions.

@@ -1,6 +1,6 @@
 // Step-size control: the scaled RMS error norm and a PID controller.
 //
-// Norm: sqrt(mean_i (w_i err_i / (atol + rtol max(|y_i|, |y_new_i|)))^2), the mean over the
+// Norm: sqrt(mean_i (w_i err_i / (atol_i + rtol max(|y_i|, |y_new_i|)))^2), the mean over the
 // components with w_i ≠ 0; a step is accepted when it is ≤ 1. A NaN or Inf anywhere makes the norm non-finite, which rejects the step and shrinks
 // it by the minimum factor: a model that leaves its domain is stepped back into it, never trusted.
 //
@@ -53,11 +53,18 @@ SHOAL_HD int weighted_count(int n, const T* weights) {
   return count > 0 ? count : 1;
 }
 
+// Component i's absolute tolerance: its own (a joint solve's sensitivity rows have theirs,
+// shoal/ode/_directional.py) or the options' scalar.
+template <class T>
+SHOAL_HD T abs_tol(const T* atol, int i, const ControllerOptions<T>& opt) {
+  return atol ? atol[i] : opt.atol;
+}
+
 // Scaled RMS norm of an error estimate over [0, n), averaged over `count` components
-// (weighted_count). `weights` may be null (all ones).
+// (weighted_count). `weights` and `atol` may be null (all ones, the options' scalar).
 template <class T>
 SHOAL_HD T error_norm(int n, int count, const T* err, const T* y, const T* y_new,
-                      const T* weights, const ControllerOptions<T>& opt) {
+                      const T* weights, const T* atol, const ControllerOptions<T>& opt) {
   T sum = T(0);
   for (int i = 0; i < n; ++i) {
     if (weights && weights[i] == T(0)) {
@@ -65,7 +72,8 @@ SHOAL_HD T error_norm(int n, int count, const T* err, const T* y, const T* y_new
       if (!math::is_finite(err[i])) sum += err[i] * err[i] + T(1) / T(0);
       continue;
     }
-    const T scale = opt.atol + opt.rtol * math::max(math::abs(y[i]), math::abs(y_new[i]));
+    const T scale =
+        abs_tol(atol, i, opt) + opt.rtol * math::max(math::abs(y[i]), math::abs(y_new[i]));
     T e = err[i] / scale;
     if (weights) e *= weights[i];
     sum += e * e;

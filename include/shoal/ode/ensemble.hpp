@@ -14,7 +14,7 @@
 // The ensemble ABI: the host refuses a library built against a different layout instead of
 // reading garbage. Bump SHOAL_ODE_ABI_BASE whenever ShoalEnsembleArgs (outside its options) or the
 // exported entry signatures change; the options' layout is folded in by itself.
-#define SHOAL_ODE_ABI_BASE 5
+#define SHOAL_ODE_ABI_BASE 6
 #define SHOAL_ODE_ABI_VERSION \
   (static_cast<int32_t>(SHOAL_ODE_ABI_BASE << 24) | ::shoal::ode::solve_options_layout())
 
@@ -27,6 +27,7 @@ extern "C" {
 //            n_shared of its p, model_traits.hpp); trajectory m uses row m / shared_group, so
 //            one row serves a whole ensemble and a vmapped solve has one per batch element
 //   weights  (n_traj, n_vars), or null for all ones
+//   atol     (n_traj, n_vars) absolute tolerances, or null for the options' scalar atol
 //   t_span   (n_traj / t_span_group, n_save): trajectory m uses row m / t_span_group
 //   tstops   (n_traj / tstops_group, n_tstops), each row ascending (integrate.hpp)
 //   first_step  (n_traj,): > 0 overrides the default first step
@@ -60,6 +61,7 @@ typedef struct ShoalEnsembleArgs {
   int64_t tstops_group;
   int32_t n_tstops;
   int32_t n_saved;
+  const void* atol;
 } ShoalEnsembleArgs;
 
 }  // extern "C"
@@ -81,6 +83,7 @@ SHOAL_HD void solve_one(const ShoalEnsembleArgs& a, const IntegrateOptions<T>& o
   tr.tstops = static_cast<const T*>(a.tstops) + (m / a.tstops_group) * a.n_tstops;
   tr.n_tstops = a.n_tstops;
   tr.weights = a.weights ? static_cast<const T*>(a.weights) + m * n : nullptr;
+  tr.atol = a.atol ? static_cast<const T*>(a.atol) + m * n : nullptr;
   tr.first_step = a.first_step ? static_cast<const T*>(a.first_step)[m] : T(-1);
   tr.out = static_cast<T*>(a.ys) + m * a.n_save * n_saved<Model>();
   if constexpr (has_event<Model>()) {

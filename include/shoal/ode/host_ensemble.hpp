@@ -48,6 +48,7 @@ ShoalEnsembleArgs ensemble_args(int64_t n_traj, int n_save, const T* y0, const T
   a.n_tstops = 0;
   a.first_step = nullptr;
   a.n_saved = n_saved<Model>();
+  a.atol = nullptr;
   return a;
 }
 

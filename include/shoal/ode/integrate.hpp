@@ -14,6 +14,16 @@
 //     before the jump. Stops in [t_0, t_final) count (one at t_0 jumps before the first step);
 //     equal stops are one stop.
 //   - The final step is clamped so it lands exactly on t_span[n_save-1].
+//   - The first step, unless given: 1e-6 · (t_final − t_0), or for a joint system [y, S] the
+//     smaller of that and the starting-step heuristic on the whole joint state (restart_step),
+//     so a transient only the sensitivities have (a y0 column starting far from a fast
+//     manifold) is not stepped over even when the state alone controls the steps.
+//   - Before the first accepted step, an attempt whose error grew as h shrank sends the next one
+//     above the best attempt so far instead of further down (at most 4 times): an L-stable step
+//     damps a transient it cannot resolve, and the estimate is worst at λh ~ 10.
+//   - A joint solve that fails on account of its sensitivities (the step size underflows, or
+//     they go non-finite, while the state's own error was within tolerance) ends with
+//     kSensitivityFailure, not the plain solve's statuses, so it is told apart under `grad`.
 //   - An event g(y, t, p) (model_traits.hpp) is checked on every accepted step: a sign change
 //     between its ends is located on the dense output by the Illinois method to a few ulps of t.
 //     The first event's time and state are recorded; a terminal one ends the trajectory there.
@@ -36,6 +46,7 @@ struct IntegrateOptions {
   T max_step = T(-1);        // ≤ 0: unbounded
   int64_t max_steps;         // attempts (accepted + rejected)
   int error_components = 0;  // the norm covers components [0, this) only; 0 = all
+  bool estimate_first_step = false;  // see integrate(): the heuristic's bound on the first step
   bool event_terminal = true;
   int event_direction = 0;  // +1: rising crossings only, −1: falling only, 0: both
 
@@ -47,6 +58,7 @@ struct IntegrateOptions {
     opt.max_step = T(o.max_step);
     opt.max_steps = o.max_steps;
     opt.error_components = static_cast<int>(o.error_components);
+    opt.estimate_first_step = o.first_step_estimate != 0;
     opt.event_terminal = o.event_terminal != 0;
     opt.event_direction = static_cast<int>(o.event_direction);
     return opt;
@@ -68,6 +80,7 @@ struct Trajectory {
   const T* tstops = nullptr;  // (n_tstops), ascending; those outside (t_0, t_final) are ignored
   int n_tstops = 0;
   const T* weights = nullptr;  // (n) error weights, or null for all ones
+  const T* atol = nullptr;     // (n) absolute tolerances, or null for the options' scalar
   T first_step = T(-1);        // > 0 and finite: overrides the options'
   T* out = nullptr;            // (n_save, n_saved<Model>()) row-major
   T* event_time = nullptr;     // (1) and (n), written when the model has an event
@@ -81,7 +94,8 @@ namespace detail {
 // method's error order, and at most `span` (the distance to the next stop or the end).
 template <class Model, class T>
 SHOAL_HD T restart_step(const T* y, T t, const T* p, T span, int n_error, int count,
-                        const T* weights, const ControllerOptions<T>& c, int order) {
+                        const T* weights, const T* atol, const ControllerOptions<T>& c,
+                        int order) {
   constexpr int n = Model::n_vars;
   T f0[n], y1[n], f1[n];
   Model::template rhs<T>(y, t, p, f0);
@@ -89,7 +103,7 @@ SHOAL_HD T restart_step(const T* y, T t, const T* p, T span, int n_error, int co
   for (int i = 0; i < n_error; ++i) {
     const T w = weights ? weights[i] : T(1);
     if (w == T(0)) continue;
-    const T scale = (c.atol + c.rtol * math::abs(y[i])) / w;
+    const T scale = (abs_tol(atol, i, c) + c.rtol * math::abs(y[i])) / w;
     d0 += (y[i] / scale) * (y[i] / scale);
     d1 += (f0[i] / scale) * (f0[i] / scale);
   }
@@ -103,7 +117,7 @@ SHOAL_HD T restart_step(const T* y, T t, const T* p, T span, int n_error, int co
   for (int i = 0; i < n_error; ++i) {
     const T w = weights ? weights[i] : T(1);
     if (w == T(0)) continue;
-    const T scale = (c.atol + c.rtol * math::abs(y[i])) / w;
+    const T scale = (abs_tol(atol, i, c) + c.rtol * math::abs(y[i])) / w;
     d2 += ((f1[i] - f0[i]) / scale) * ((f1[i] - f0[i]) / scale);
   }
   d2 = math::sqrt(d2 / T(count)) / h0;
@@ -177,13 +191,24 @@ SHOAL_HD Status integrate(const Trajectory<T>& tr, const IntegrateOptions<T>& op
     const T inf = T(1) / T(0);
     const T max_step = opt.max_step > T(0) ? opt.max_step : inf;
     T t = t0;
-    T h = tr.first_step > T(0) && math::is_finite(tr.first_step) ? tr.first_step
-                                                                   : opt.first_step;
-    if (!(h > T(0)) || !math::is_finite(h)) h = T(1e-6) * (t_final - t0);
-
     const int n_error =
         opt.error_components > 0 && opt.error_components < n ? opt.error_components : n;
     const int count = weighted_count(n_error, tr.weights);
+
+    T h = tr.first_step > T(0) && math::is_finite(tr.first_step) ? tr.first_step
+                                                                   : opt.first_step;
+    if (!(h > T(0)) || !math::is_finite(h)) {
+      h = T(1e-6) * (t_final - t0);
+      if (opt.estimate_first_step) {
+        const T estimate = detail::restart_step<Model>(y, t0, p, t_final - t0, n,
+                                                       weighted_count(n, tr.weights), tr.weights,
+                                                       tr.atol, opt.controller, S::error_order);
+        // At least a few floats of t, so that the step is one. (On the BBN network a y0
+        // column's transient at 1e16/s made 1e-6 · the span 1.7e-3 wrong in its gradient.)
+        const T ulp = math::next_after(math::abs(t0), inf) - math::abs(t0);
+        h = math::min(h, math::max(estimate, T(4) * ulp));
+      }
+    }
     // The first stop at or after the start (a NaN one is skipped): one at t_0 itself applies
     // its jump before the first step, after the first save has recorded y0 as given.
     int next_stop = 0;
@@ -191,6 +216,11 @@ SHOAL_HD Status integrate(const Trajectory<T>& tr, const IntegrateOptions<T>& op
 
     S stepper;
     stepper.init(y, t, p);
+    // Whether the last rejected attempt failed on the sensitivities alone (see the top).
+    bool last_rejection_by_sensitivities = false;
+    // The first step's search: its best rejected attempt so far, and the turns taken.
+    T search_h = T(0), search_norm = inf;
+    int search_turns = 0;
     PidController<T> ctrl{opt.controller, S::error_order};
     bool last_rejection_non_finite = false;
     int64_t attempts = 0;
@@ -217,22 +247,51 @@ SHOAL_HD Status integrate(const Trajectory<T>& tr, const IntegrateOptions<T>& op
         if (lands) h = end - t;
         const T t_next = lands ? end : t + h;
         if (!(t_next > t)) {
-          status = last_rejection_non_finite ? kNonFinite : kStepSizeUnderflow;
+          status = last_rejection_by_sensitivities ? kSensitivityFailure
+                   : last_rejection_non_finite     ? kNonFinite
+                                                   : kStepSizeUnderflow;
           break;
         }
         ++attempts;
         stepper.step(y, t, h, p, y_new, err);
-        const T norm = error_norm(n_error, count, err, y, y_new, tr.weights, ctrl.opt);
+        T norm = error_norm(n_error, count, err, y, y_new, tr.weights, tr.atol, ctrl.opt);
+        // Components outside the norm still may not go NaN or Inf.
+        for (int i = n_error; i < n; ++i) {
+          if (!math::is_finite(y_new[i])) norm = inf;
+        }
         const bool accepted = PidController<T>::accepts(norm);
         const T factor = ctrl.factor(norm, accepted);
         if (!accepted) {
           ++stats->rejected;
           last_rejection_non_finite = !math::is_finite(norm);
+          last_rejection_by_sensitivities = false;
+          if constexpr (state_vars<Model>() < n) {
+            constexpr int n_state = state_vars<Model>();
+            last_rejection_by_sensitivities = PidController<T>::accepts(
+                error_norm(n_state, weighted_count(n_state, tr.weights), err, y, y_new,
+                           tr.weights, tr.atol, ctrl.opt));
+          }
+          // Before any accepted step, an error that grew as h shrank is a transient the steps
+          // cannot resolve (an L-stable step over it is accurate; the estimate is worst at
+          // λh ~ 10): go back above the best attempt instead of shrinking into it, a few times.
+          if (stats->accepted == 0 && math::is_finite(norm)) {
+            if (norm > search_norm && h < search_h && search_turns < 4) {
+              ++search_turns;
+              h = search_h * ctrl.opt.factor_max;
+              search_norm = inf;
+              continue;
+            }
+            if (norm < search_norm) {
+              search_norm = norm;
+              search_h = h;
+            }
+          }
           h *= factor;
           continue;
         }
         ++stats->accepted;
         last_rejection_non_finite = false;
+        last_rejection_by_sensitivities = false;
 
         // An event inside (t, t_next]: where the dense output's g changes sign.
         T t_event = inf;
@@ -319,7 +378,7 @@ SHOAL_HD Status integrate(const Trajectory<T>& tr, const IntegrateOptions<T>& op
           // only switches, the step that suited before usually suits after (diffrax keeps it);
           // where it does not, the controller shrinks it on the first rejection.
           h = math::max(h, detail::restart_step<Model>(y, t, p, span, n_error, count, tr.weights,
-                                                       ctrl.opt, S::error_order));
+                                                       tr.atol, ctrl.opt, S::error_order));
           ctrl = PidController<T>{opt.controller, S::error_order};
           if constexpr (has_event<Model>()) Model::template event<T>(y, t, p, &g_prev);
         } else {

@@ -6,7 +6,10 @@
 //                                      call instead of once per trajectory (default 0);
 //   has_jump + jump(y, t, p, out)      the state map applied at each stop (a bolus dose);
 //   n_saved + save(y, t, p, out)       what a save records instead of the state (n_saved numbers);
-//   has_event + event(y, t, p, out)    out[0] = g(y, t, p), whose zero crossing is an event.
+//   has_event + event(y, t, p, out)    out[0] = g(y, t, p), whose zero crossing is an event;
+//   n_base                             a joint system [y, S] (sensitivity.hpp): its leading
+//                                      n_base components are the state, the rest its
+//                                      sensitivities.
 // jump, save and event have rhs's signature and are instantiated with the same scalars.
 #pragma once
 
@@ -52,6 +55,15 @@ SHOAL_HD constexpr bool event_of(long) {
   return false;
 }
 
+template <class Model>
+SHOAL_HD constexpr auto base_of(int) -> decltype(Model::n_base) {
+  return Model::n_base;
+}
+template <class Model>
+SHOAL_HD constexpr int base_of(long) {
+  return Model::n_vars;
+}
+
 }  // namespace detail
 
 // The number of trailing parameters of Model that are shared by the ensemble.
@@ -80,6 +92,12 @@ SHOAL_HD constexpr bool has_jump() {
 template <class Model>
 SHOAL_HD constexpr bool has_event() {
   return detail::event_of<Model>(0);
+}
+
+// The state's components within Model's: all of them, or a joint system's leading n_base.
+template <class Model>
+SHOAL_HD constexpr int state_vars() {
+  return detail::base_of<Model>(0);
 }
 
 }  // namespace ode

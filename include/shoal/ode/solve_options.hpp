@@ -26,7 +26,8 @@
   X(int64_t, max_steps, 100000, "step attempts (accepted + rejected) per trajectory") \
   X(int64_t, error_components, 0, "the error norm covers components [0, this) only; 0 = all") \
   X(int64_t, event_terminal, 1, "an event stops its trajectory")                              \
-  X(int64_t, event_direction, 0, "crossings counted: +1 rising, -1 falling, 0 both")
+  X(int64_t, event_direction, 0, "crossings counted: +1 rising, -1 falling, 0 both")          \
+  X(int64_t, first_step_estimate, 0, "a joint solve: bound the default first step (integrate.hpp)")
 
 extern "C" {
 

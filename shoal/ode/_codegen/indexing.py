@@ -25,6 +25,12 @@ from shoal.ode._codegen.values import Sym
 def gather(walker, eqn, ins) -> list[Sym]:
     operand, indices = ins
     if indices.is_const():
+        if eqn.params["mode"] != GatherScatterMode.FILL_OR_DROP:
+            dn = eqn.params["dimension_numbers"]
+            starts = indices.const_value().reshape(-1, indices.shape[-1])
+            for k, d in enumerate(dn.start_index_map):
+                for v in starts[:, k]:
+                    check_input_read(walker, eqn, operand, d, int(v), eqn.params["slice_sizes"][d])
         return move(walker, eqn, ins)
     p = eqn.params
     dn = p["dimension_numbers"]
@@ -71,6 +77,9 @@ def gather(walker, eqn, ins) -> list[Sym]:
 def dynamic_slice(walker, eqn, ins) -> list[Sym]:
     operand, starts = ins[0], ins[1 : 1 + len(ins[0].shape)]
     if all(s.is_const() for s in starts):
+        for d, s in enumerate(starts):
+            check_input_read(walker, eqn, operand, d, int(s.const_value()),
+                             eqn.params["slice_sizes"][d])
         return move(walker, eqn, ins)
     sizes = tuple(eqn.params["slice_sizes"])
     window = _Window(walker.em, operand, [(s.elems[()], s.dtype) for s in starts], sizes, None)
@@ -141,6 +150,37 @@ class _Window:
                     deps |= em.deps_of(e)
             em.index_deps[name] = deps
         return name
+
+
+def check_input_read(walker, eqn, operand: Sym, axis: int, start: int, size: int) -> None:
+    """A constant index past the end of an array of f's parameters (or of y) is an error: JAX
+    clamps it, so ``p[2]`` of a 2-entry ``params`` would silently read ``p[1]`` (Lorenz's
+    ``p[2]`` became ``p[1]``). Tables that are constants keep JAX's clamping."""
+    dim = operand.shape[axis]
+    if 0 <= start <= dim - size:
+        return
+    if params_offset(operand) is not None:
+        what, argument = "params (or one of its leaves)", "params"
+    elif _state_leaf(operand):
+        what, argument = "y", "y0"
+    else:
+        return
+    raise ValueError(
+        f"f reads index {start} of an array of {dim} entries from {what} (at "
+        f"{walker.where(eqn)}): JAX would clamp the index and silently read entry "
+        f"{min(max(start, 0), dim - size)}. Is {argument} too short for f?")
+
+
+def _state_leaf(operand: Sym) -> bool:
+    """Whether ``operand`` is a run of consecutive entries of y."""
+    flat = operand.elems.ravel()
+    if flat.size == 0 or not isinstance(flat[0], str) or not _STATE.fullmatch(flat[0]):
+        return False
+    k = int(flat[0][2:-1])
+    return list(flat) == [f"y[{k + i}]" for i in range(flat.size)]
+
+
+_STATE = re.compile(r"y\[\d+\]")
 
 
 def params_offset(operand: Sym) -> int | None:
