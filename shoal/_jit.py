@@ -325,8 +325,9 @@ def _build_entry(source: str, key: str, artifact: Path,
                     hashlib.sha256(Path(tmp).read_bytes()).hexdigest().encode())
         os.replace(tmp, artifact)
     except CompileError as exc:
-        if "No space left on device" in str(exc):  # the compiler could not write its output
-            raise _cache_write_error(errno.ENOSPC, directory, str(exc)) from exc
+        output = getattr(exc, "output", "")
+        if "No space left on device" in output:  # the compiler could not write its output
+            raise _cache_write_error(errno.ENOSPC, directory, output) from exc
         raise
     except CacheError:
         raise
@@ -400,20 +401,25 @@ def _build_library(src: Path, output: Path, optimization: str = DEFAULT_OPTIMIZA
     except OSError as exc:
         raise CompileError(f"shoal could not run the C++ compiler ({exc}; source: {src}): "
                            f"{fix}.") from exc
+    if proc.returncode == 0:
+        return
+    output = _tail(proc.stdout, proc.stderr)
     if proc.returncode < 0:
         try:
             how = f"was killed by {signal.Signals(-proc.returncode).name}"
         except ValueError:
             how = f"was killed by signal {-proc.returncode}"
-        raise CompileError(
+        error = CompileError(
             f"the C++ compiler {how} compiling the generated model (source: {src})\n"
-            f"command: {' '.join(cmd)}\n{_tail(proc.stdout, proc.stderr)}\n"
+            f"command: {' '.join(cmd)}\n{output}\n"
             f"It may have run out of memory, or be broken: {fix}.")
-    if proc.returncode != 0:
-        raise CompileError(
+    else:
+        error = CompileError(
             f"compiling the generated model failed with exit status {proc.returncode} "
-            f"(source: {src})\ncommand: {' '.join(cmd)}\n{_tail(proc.stdout, proc.stderr)}\n"
+            f"(source: {src})\ncommand: {' '.join(cmd)}\n{output}\n"
             f"If the compiler itself is broken, {fix}.")
+    error.output = output
+    raise error
 
 
 def _tail(stdout: str | bytes | None, stderr: str | bytes | None) -> str:
