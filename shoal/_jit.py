@@ -298,7 +298,11 @@ def cached_build(source: str, suffix: str, identity: str,
     directory = cache_dir()
     artifact = directory / f"{key}{suffix}"
     if not _valid(artifact, key):
-        with open(directory / f"{key}.lock", "w") as lock:
+        try:
+            lock = open(directory / f"{key}.lock", "w")  # closed by the with below
+        except OSError as exc:  # no inode left, say
+            raise _cache_write_error(exc.errno, directory, str(exc)) from exc
+        with lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not _valid(artifact, key):  # another process may have built it while we waited
                 _build_entry(source, key, artifact, build)
