@@ -106,7 +106,10 @@ def _run(cmd: list[str], timeout: float) -> subprocess.CompletedProcess:
             out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             _kill_group(proc)
-            out, err = proc.communicate()
+            try:
+                out, err = proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:  # a child that left the group holds the pipes
+                out, err = "", ""
             raise subprocess.TimeoutExpired(cmd, timeout, out, err) from None
         except BaseException:  # KeyboardInterrupt: leave no compiler running
             _kill_group(proc)
