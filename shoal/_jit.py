@@ -1,24 +1,36 @@
 """Host JIT: compile generated C++ into a shared library, once, through a disk cache.
 
 Cache directory: ``$SHOAL_CACHE_DIR``, else ``$XDG_CACHE_HOME/shoal``, else ``~/.cache/shoal``
-(created with mode 0700). An entry's key hashes the source, the compiler's identity and version,
+(created with mode 0700); where it cannot be written, a private temporary directory for this
+process, with one warning. An entry's key hashes the source, the compiler's identity and version,
 the flags, shoal's version and its core headers, so a change to any of them compiles afresh.
-Concurrent processes take a file lock so each entry is compiled once; the library is written
-under a temporary name and renamed into place atomically. Every library embeds its own key and is
-checked for it before use, so a truncated or foreign file is rebuilt rather than trusted.
+Concurrent processes and threads take a file lock (``flock``: it dies with its process, so a
+killed one leaves no stale lock) so each entry is compiled once; the library is written under a
+temporary name and renamed into place atomically. Every library embeds its own key and has its
+SHA-256 beside it (``<entry>.sha256``), both checked before use, so a truncated, corrupted or
+foreign file is rebuilt rather than trusted; one the loader still refuses is rebuilt once
+(:func:`load_library`). The compiler runs at most ``$SHOAL_COMPILE_TIMEOUT`` seconds (600).
 """
 
 from __future__ import annotations
 
+import atexit
+import errno
 import fcntl
 import functools
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
+import threading
+import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
 
 # Never -ffast-math: step rejection depends on NaN and Inf propagating. -ffp-contract=off keeps
 # a*b+c as two roundings on every compiler, so results do not depend on which one was found.
@@ -27,6 +39,11 @@ CXX_FLAGS = ("-std=c++17", "-fPIC", "-shared", "-fno-math-errno", "-ffp-contract
 # The optimisation level of a solver library. A library that runs once (the sparsity tracer)
 # asks for "-O0": a 300-variable model's tracer compiles in 0.8 s instead of 50 s at -O3.
 DEFAULT_OPTIMIZATION = "-O3"
+# Seconds a compile may take before the compiler is stopped: generous, since a large model at -O3
+# takes minutes on a loaded machine; it only has to catch a compiler that hangs.
+DEFAULT_COMPILE_TIMEOUT = 600.0
+# How much of a failing compiler's output an error message carries (its end: the verdict).
+OUTPUT_TAIL_CHARS = 6000
 
 
 @functools.lru_cache(maxsize=1)
@@ -44,8 +61,8 @@ def native_arch() -> tuple[tuple[str, ...], str]:
         return (), ""
     exe, _ = find_compiler()
     try:
-        proc = subprocess.run([exe, "-march=native", "-###", "-x", "c++", "-c", os.devnull,
-                               "-o", os.devnull], capture_output=True, text=True, timeout=60)
+        proc = _run([exe, "-march=native", "-###", "-x", "c++", "-c", os.devnull,
+                     "-o", os.devnull], timeout=60)
     except (OSError, subprocess.SubprocessError):
         return (), ""
     if proc.returncode != 0:
@@ -68,7 +85,58 @@ def compiler_flags(optimization: str = DEFAULT_OPTIMIZATION) -> tuple[str, ...]:
 
 
 class CompileError(RuntimeError):
-    """The C++ compiler rejected generated source (the message names the source file)."""
+    """The C++ compiler rejected generated source (the message names the source file), or could
+    not be found, run or finished."""
+
+
+class CacheError(OSError):
+    """The cache directory could not take a compiled model (``errno`` says why, e.g. ENOSPC)."""
+
+
+def _run(cmd: list[str], timeout: float) -> subprocess.CompletedProcess:
+    """Run a tool, capturing its output (undecodable bytes replaced), stopped after ``timeout`` s.
+
+    The tool gets a process group of its own and the whole group is killed on timeout: a
+    compiler driver's children (cc1plus, as, ld), or a wrapper script's, hold the output pipes,
+    so killing only the driver would leave the wait hanging until they finish.
+    """
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          errors="replace", start_new_session=True) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            try:
+                out, err = proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:  # a child that left the group holds the pipes
+                out, err = "", ""
+            raise subprocess.TimeoutExpired(cmd, timeout, out, err) from None
+        except BaseException:  # KeyboardInterrupt: leave no compiler running
+            _kill_group(proc)
+            raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:  # already gone
+        proc.kill()
+
+
+def compile_timeout() -> float:
+    """Seconds one compile may take: ``$SHOAL_COMPILE_TIMEOUT``, default 600."""
+    value = os.environ.get("SHOAL_COMPILE_TIMEOUT", "").strip()
+    if not value:
+        return DEFAULT_COMPILE_TIMEOUT
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:
+        raise ValueError(f"SHOAL_COMPILE_TIMEOUT must be a positive number of seconds, got "
+                         f"{value!r}")
+    return seconds
 
 
 def include_dir() -> Path:
@@ -80,34 +148,70 @@ def include_dir() -> Path:
     raise RuntimeError(f"shoal's C++ headers were not found next to {here}")
 
 
-def cache_dir() -> Path:
+def configured_cache_dir() -> Path:
+    """Where the cache is meant to be: $SHOAL_CACHE_DIR, $XDG_CACHE_HOME/shoal, ~/.cache/shoal."""
     if os.environ.get("SHOAL_CACHE_DIR"):
-        path = Path(os.environ["SHOAL_CACHE_DIR"])
-    elif os.environ.get("XDG_CACHE_HOME"):
-        path = Path(os.environ["XDG_CACHE_HOME"]) / "shoal"
-    else:
-        path = Path.home() / ".cache" / "shoal"
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return path
+        return Path(os.environ["SHOAL_CACHE_DIR"])
+    if os.environ.get("XDG_CACHE_HOME"):
+        return Path(os.environ["XDG_CACHE_HOME"]) / "shoal"
+    return Path.home() / ".cache" / "shoal"
+
+
+# Configured cache directories found unwritable in this process -> the private one used instead.
+_fallbacks: dict[Path, Path] = {}
+_fallbacks_lock = threading.Lock()
+
+
+def cache_dir() -> Path:
+    """The cache directory, created if needed; where it cannot be written, a private temporary
+    directory for this process (removed at exit), with one warning per configured directory."""
+    path = configured_cache_dir()
+    with _fallbacks_lock:
+        if path in _fallbacks:
+            return _fallbacks[path]
+        try:
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+            # Creating a file proves more than the mode bits: root ignores them, a read-only
+            # mount does not.
+            tempfile.TemporaryFile(dir=path).close()
+            return path
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+        fallback = Path(tempfile.mkdtemp(prefix="shoal-cache-"))
+        atexit.register(shutil.rmtree, fallback, True)
+        _fallbacks[path] = fallback
+    warnings.warn(
+        f"shoal cannot write its compile cache to {path} ({reason}); compiled models go to the "
+        f"private temporary directory {fallback} instead, removed when this process exits, so "
+        f"the next process compiles them again. Set SHOAL_CACHE_DIR to a writable directory to "
+        f"keep them.", RuntimeWarning, stacklevel=2)
+    return fallback
 
 
 @functools.lru_cache(maxsize=1)
 def find_compiler() -> tuple[str, str]:
     """(path, identity): $CXX, then c++, g++, clang++; identity is its --version banner."""
-    candidates = [os.environ["CXX"]] if os.environ.get("CXX") else []
+    requested = os.environ.get("CXX", "").strip()
+    candidates = [requested] if requested else []
     candidates += ["c++", "g++", "clang++"]
     for name in candidates:
         exe = shutil.which(name)
         if exe is None:
             continue
         try:
-            banner = subprocess.run([exe, "--version"], capture_output=True, text=True,
-                                    timeout=60, check=True).stdout.strip()
+            proc = _run([exe, "--version"], timeout=60)
         except (OSError, subprocess.SubprocessError):
             continue
-        return exe, banner
-    raise CompileError("shoal needs a C++17 compiler to build models: set $CXX or install g++ "
-                       f"or clang++ (tried {', '.join(candidates)})")
+        if proc.returncode != 0:
+            continue
+        if requested and name != requested:
+            warnings.warn(f"$CXX={requested} is not a compiler that runs (not found, or "
+                          f"'--version' fails); shoal uses {exe} instead", RuntimeWarning,
+                          stacklevel=2)
+        return exe, proc.stdout.strip()
+    raise CompileError("shoal needs a C++17 compiler to build models and found none: install "
+                       "g++ or clang++, or set $CXX to the compiler's path (tried "
+                       f"{', '.join(candidates)} on PATH={os.environ.get('PATH', '')})")
 
 
 @functools.lru_cache(maxsize=1)
@@ -138,11 +242,45 @@ def cache_key(source: str, identity: str | None = None) -> str:
 _loaded: dict[str, Path] = {}
 
 
+def _digest_path(artifact: Path) -> Path:
+    return artifact.with_name(artifact.name + ".sha256")
+
+
 def _valid(artifact: Path, key: str) -> bool:
+    """The artifact embeds this entry's key (not a foreign file) and has the SHA-256 recorded
+    beside it when it was built (not truncated or corrupted since)."""
     try:
-        return artifact.is_file() and f"shoal-key:{key}".encode() in artifact.read_bytes()
+        data = artifact.read_bytes()
+        recorded = _digest_path(artifact).read_text().strip()
     except OSError:
         return False
+    return (f"shoal-key:{key}".encode() in data
+            and hashlib.sha256(data).hexdigest() == recorded)
+
+
+def _write_file(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary name, so a failed write (a full disk)
+    never leaves a partial file under ``path``."""
+    fd, tmp = tempfile.mkstemp(prefix=f"{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _cache_write_error(code: int | None, directory: Path, detail: str) -> CacheError:
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        what = "the disk quota is exceeded" if code == errno.EDQUOT else "no space left on device"
+        message = (f"shoal could not write a compiled model into its cache directory {directory}: "
+                   f"{what}. Free space there, or set SHOAL_CACHE_DIR to a directory on another "
+                   f"disk.")
+    else:
+        message = (f"shoal could not write a compiled model into its cache directory {directory}; "
+                   f"set SHOAL_CACHE_DIR to a writable directory.")
+    return CacheError(code, f"{message}\n{detail}")
 
 
 def cached_build(source: str, suffix: str, identity: str,
@@ -153,7 +291,9 @@ def cached_build(source: str, suffix: str, identity: str,
     The written source has the marker ``SHOAL_CACHE_KEY`` replaced by the key string, which the
     artifact must embed (as the initialiser of an exported char array) so that a truncated or
     foreign file is rebuilt.
-    The output is written under a temporary name and renamed into place.
+    The output is written under a temporary name and renamed into place, after its SHA-256.
+    A full disk raises :class:`CacheError` naming the directory, and leaves nothing under the
+    entry's names.
     """
     key = cache_key(source, identity)
     if key in _loaded:
@@ -161,23 +301,61 @@ def cached_build(source: str, suffix: str, identity: str,
     directory = cache_dir()
     artifact = directory / f"{key}{suffix}"
     if not _valid(artifact, key):
-        with open(directory / f"{key}.lock", "w") as lock:
+        try:
+            lock = open(directory / f"{key}.lock", "w")  # closed by the with below
+        except OSError as exc:  # no inode left, say
+            raise _cache_write_error(exc.errno, directory, str(exc)) from exc
+        with lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not _valid(artifact, key):  # another process may have built it while we waited
-                src = directory / f"{key}{'.cu' if suffix == '.cubin' else '.cc'}"
-                src.write_text(source.replace("SHOAL_CACHE_KEY", f'"shoal-key:{key}"'))
-                fd, tmp = tempfile.mkstemp(prefix=f"{key}.", suffix=f"{suffix}.tmp",
-                                           dir=directory)
-                os.close(fd)
-                try:
-                    build(src, Path(tmp))
-                    os.chmod(tmp, 0o700)
-                    os.replace(tmp, artifact)
-                finally:
-                    if os.path.exists(tmp):
-                        os.unlink(tmp)
+                _build_entry(source, key, artifact, build)
     _loaded[key] = artifact
     return artifact
+
+
+def _build_entry(source: str, key: str, artifact: Path,
+                 build: Callable[[Path, Path], None]) -> None:
+    directory = artifact.parent
+    src = directory / f"{key}{'.cu' if artifact.suffix == '.cubin' else '.cc'}"
+    tmp = None
+    try:
+        # Kept after the build: a compile error names it.
+        _write_file(src, source.replace("SHOAL_CACHE_KEY", f'"shoal-key:{key}"').encode())
+        fd, tmp = tempfile.mkstemp(prefix=f"{key}.", suffix=f"{artifact.suffix}.tmp",
+                                   dir=directory)
+        os.close(fd)
+        build(src, Path(tmp))
+        os.chmod(tmp, 0o700)
+        # The digest first: a reader that sees the new library sees its digest too, and one
+        # that sees the new digest beside the old library takes the lock and waits for us.
+        _write_file(_digest_path(artifact),
+                    hashlib.sha256(Path(tmp).read_bytes()).hexdigest().encode())
+        os.replace(tmp, artifact)
+    except CompileError as exc:
+        output = getattr(exc, "output", "")
+        if "No space left on device" in output:  # the compiler could not write its output
+            raise _cache_write_error(errno.ENOSPC, directory, output) from exc
+        raise
+    except CacheError:
+        raise
+    except OSError as exc:
+        raise _cache_write_error(exc.errno, directory, str(exc)) from exc
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def discard(artifact: Path) -> None:
+    """Remove a cached artifact (one the loader refused), so that the next build compiles it
+    afresh instead of finding it valid."""
+    for key, path in list(_loaded.items()):
+        if path == artifact:
+            del _loaded[key]
+    key = artifact.name.split(".")[0]
+    with open(artifact.parent / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        artifact.unlink(missing_ok=True)
+        _digest_path(artifact).unlink(missing_ok=True)
 
 
 def compile_library(source: str, optimization: str = DEFAULT_OPTIMIZATION) -> Path:
@@ -190,6 +368,25 @@ def compile_library(source: str, optimization: str = DEFAULT_OPTIMIZATION) -> Pa
                         lambda src, output: _build_library(src, output, optimization))
 
 
+def load_library(source: str, load: Callable[[Path], T],
+                 optimization: str = DEFAULT_OPTIMIZATION) -> T:
+    """``load(path)`` of the library built from ``source``; a cached library that the loader
+    refuses (``OSError`` or ``RuntimeError``: damaged in a way its key and digest did not show)
+    is rebuilt once and loaded again."""
+    path = compile_library(source, optimization)
+    try:
+        return load(path)
+    except (OSError, RuntimeError) as exc:
+        first = exc
+    discard(path)
+    path = compile_library(source, optimization)
+    try:
+        return load(path)
+    except (OSError, RuntimeError) as exc:
+        raise CompileError(f"the compiled model {path} cannot be loaded, even freshly rebuilt: "
+                           f"{exc}") from first
+
+
 def _library_identity(optimization: str = DEFAULT_OPTIMIZATION) -> str:
     _, banner = find_compiler()
     return "\0".join([banner, " ".join(compiler_flags(optimization)), native_arch()[1]])
@@ -198,8 +395,51 @@ def _library_identity(optimization: str = DEFAULT_OPTIMIZATION) -> str:
 def _build_library(src: Path, output: Path, optimization: str = DEFAULT_OPTIMIZATION) -> None:
     exe, _ = find_compiler()
     cmd = [exe, *compiler_flags(optimization), f"-I{include_dir()}", str(src), "-o", str(output)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
+    timeout = compile_timeout()
+    fix = f"install g++ or clang++, or set $CXX to a working C++17 compiler (this one: {exe})"
+    try:
+        proc = _run(cmd, timeout)
+    except subprocess.TimeoutExpired as exc:
         raise CompileError(
-            f"compiling the generated model failed (source: {src})\n"
-            f"command: {' '.join(cmd)}\n{proc.stderr.strip()}")
+            f"the C++ compiler did not finish compiling the generated model within {timeout:g} s "
+            f"and was stopped (source: {src})\ncommand: {' '.join(cmd)}\n"
+            f"{_tail(exc.stdout, exc.stderr)}\nIf the model is just large, raise the limit with "
+            f"SHOAL_COMPILE_TIMEOUT=<seconds>; if the compiler hangs, {fix}.") from None
+    except OSError as exc:
+        raise CompileError(f"shoal could not run the C++ compiler ({exc}; source: {src}): "
+                           f"{fix}.") from exc
+    if proc.returncode == 0:
+        return
+    output = _tail(proc.stdout, proc.stderr)
+    if proc.returncode < 0:
+        try:
+            how = f"was killed by {signal.Signals(-proc.returncode).name}"
+        except ValueError:
+            how = f"was killed by signal {-proc.returncode}"
+        error = CompileError(
+            f"the C++ compiler {how} compiling the generated model (source: {src})\n"
+            f"command: {' '.join(cmd)}\n{output}\n"
+            f"It may have run out of memory, or be broken: {fix}.")
+    else:
+        error = CompileError(
+            f"compiling the generated model failed with exit status {proc.returncode} "
+            f"(source: {src})\ncommand: {' '.join(cmd)}\n{output}\n"
+            f"If the compiler itself is broken, {fix}.")
+    error.output = output
+    raise error
+
+
+def _tail(stdout: str | bytes | None, stderr: str | bytes | None) -> str:
+    """The end of a compiler's output, for an error message."""
+    parts = []
+    for text in (stdout, stderr):
+        if isinstance(text, bytes):
+            text = text.decode(errors="replace")
+        if text and text.strip():
+            parts.append(text.strip())
+    output = "\n".join(parts)
+    if not output:
+        return "(the compiler printed nothing)"
+    if len(output) > OUTPUT_TAIL_CHARS:
+        output = "[...]" + output[-OUTPUT_TAIL_CHARS:]
+    return "compiler output:\n" + output

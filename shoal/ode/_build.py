@@ -36,10 +36,14 @@ class ModelBuild:
 
 @functools.lru_cache(maxsize=512)
 def host_library(build: ModelBuild) -> str:
-    """Path of the loaded host library for ``build`` (compiled through the disk cache)."""
-    path = str(_jit.compile_library(library_source(build.model, build.variant, "cpu")))
-    _ode_ext.load_model(path, build.variant.entry)
-    return path
+    """Path of the loaded host library for ``build`` (compiled through the disk cache; rebuilt
+    once if the extension cannot load the cached one)."""
+
+    def load(path):
+        _ode_ext.load_model(str(path), build.variant.entry)
+        return str(path)
+
+    return _jit.load_library(library_source(build.model, build.variant, "cpu"), load)
 
 
 @functools.lru_cache(maxsize=512)

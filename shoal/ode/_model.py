@@ -54,7 +54,7 @@ def structural_pattern(model: _codegen.GeneratedModel) -> np.ndarray:
     n = model.n_vars
     # Run once, so not worth optimising: -O0 compiles a large model's tracer 60x faster.
     source = _kernel_source.sparsity_tracer_source(model)
-    lib = ctypes.CDLL(str(_jit.compile_library(source, optimization="-O0")))
+    lib = _jit.load_library(source, lambda path: ctypes.CDLL(str(path)), optimization="-O0")
     out = (ctypes.c_ubyte * (n * n))()
     lib.shoal_sparsity_pattern(out)
     pattern = np.frombuffer(bytes(out), dtype=np.uint8).reshape(n, n).astype(bool)

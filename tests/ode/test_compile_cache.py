@@ -109,7 +109,8 @@ def test_compiler_fallback_when_cxx_is_missing(monkeypatch):
     monkeypatch.setenv("CXX", "/nonexistent/compiler")
     _jit.find_compiler.cache_clear()
     try:
-        exe, banner = _jit.find_compiler()
+        with pytest.warns(RuntimeWarning, match="CXX=/nonexistent/compiler"):
+            exe, banner = _jit.find_compiler()
         assert Path(exe).name in ("c++", "g++", "clang++") and banner
     finally:
         _jit.find_compiler.cache_clear()
