@@ -14,6 +14,7 @@ enum Status : int32_t {
   kNonFinite = 3,          // the state or every trial step went NaN/Inf
   kInvalidInput = 4,       // t_span not strictly increasing or not finite (seen inside jit)
   kEvent = 5,              // stopped at a terminal event before the final time
+  kCancelled = 6,          // the host asked the solve to stop (Ctrl-C: src/ode/interrupt.hpp)
 };
 
 }  // namespace ode
