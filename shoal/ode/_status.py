@@ -12,4 +12,4 @@ class Status(enum.IntEnum):
     NON_FINITE = 3
     INVALID_INPUT = 4
     EVENT = 5  # stopped at a terminal event (not a failure: saves after it are NaN)
-    CANCELLED = 6  # stopped by Ctrl-C (SIGINT) while running: the solve raised KeyboardInterrupt
+    CANCELLED = 6  # Ctrl-C (SIGINT) in a CPU solve; the main thread raises KeyboardInterrupt
