@@ -75,20 +75,20 @@ ffi::Error solve_impl(ffi::ThreadPool& pool, const EnsembleBuffers& buffers,
   if (counter == nullptr) {
     parallel_for(
         pool, n_traj, threads, [&](int64_t begin, int64_t end) { fn(&a, begin, end); }, chunk);
-  } else {
-    // With progress on, every chunk (a single worker's whole range too) reports when it is done.
-    counter->total.fetch_add(n_traj);
-    parallel_for(
-        pool, n_traj, threads,
-        [&](int64_t begin, int64_t end) {
-          for (int64_t b = begin; b < end; b += chunk) {
-            const int64_t e = std::min(end, b + chunk);
-            fn(&a, b, e);
-            counter->done.fetch_add(e - b, std::memory_order_relaxed);
-          }
-        },
-        chunk);
+    return ffi::Error::Success();
   }
+  // With progress on, every chunk (a single worker's whole range too) reports when it is done.
+  counter->total.fetch_add(n_traj);
+  parallel_for(
+      pool, n_traj, threads,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t b = begin; b < end; b += chunk) {
+          const int64_t e = std::min(end, b + chunk);
+          fn(&a, b, e);
+          counter->done.fetch_add(e - b, std::memory_order_relaxed);
+        }
+      },
+      chunk);
   return ffi::Error::Success();
 }
 
