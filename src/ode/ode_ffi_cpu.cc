@@ -63,8 +63,9 @@ ffi::Error solve_impl(ffi::ThreadPool& pool, const EnsembleBuffers& buffers,
   // Ctrl-C ends every trajectory within a step (interrupt.hpp). The solve still succeeds, with
   // status kCancelled where a trajectory was cut short: the handler ours chains to (Python's)
   // raises KeyboardInterrupt as soon as the main thread is back in Python, so an eager or jitted
-  // solve ends in a plain KeyboardInterrupt. An error here would instead reach Python as an
-  // XlaRuntimeError, with the KeyboardInterrupt raised while handling it.
+  // solve ends in a plain KeyboardInterrupt. An error here would reach Python first, as an
+  // exception of its own (a ValueError, tried), with the KeyboardInterrupt raised while handling
+  // it: an `except KeyboardInterrupt` would miss it.
   interrupt::Scope ctrl_c;
   a.cancel = ctrl_c.flag();
 
