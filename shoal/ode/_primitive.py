@@ -21,7 +21,7 @@ import numpy as np
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
-from shoal.ode import _build, _ode_ext
+from shoal.ode import _build, _memory, _ode_ext
 from shoal.ode._options import SolveOptions
 
 try:  # the usual eager implementation of a primitive: compile it alone, cached by parameters
@@ -88,6 +88,8 @@ ad.primitive_jvps[ensemble_p] = second_order_jvp
 def _lowering(target: str, compiled_model):
     def lower(ctx, *args, build: _build.ModelBuild, options: SolveOptions,
               error_components: int):
+        if target == TARGET_CPU:  # before compiling anything (_memory.py)
+            _memory.check_outputs_fit(ctx.avals_out, joint=build.variant.joint)
         return jax.ffi.ffi_lowering(target)(
             ctx, *args, model=compiled_model(build), entry=build.variant.entry,
             options=options.kernel_attributes(error_components, build.variant.joint))

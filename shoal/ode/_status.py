@@ -12,7 +12,7 @@ class Status(enum.IntEnum):
     NON_FINITE = 3
     INVALID_INPUT = 4
     EVENT = 5  # stopped at a terminal event (not a failure: saves after it are NaN)
-    # 6: an interrupted solve
+    CANCELLED = 6  # Ctrl-C (SIGINT) in a CPU solve; the main thread raises KeyboardInterrupt
     # Differentiated: the joint solve of y and its sensitivities failed on the sensitivities
     # alone (their step size underflowed or they went NaN/Inf while y's own error was within
     # tolerance). The plain solve may well succeed; see README "Failure modes".

@@ -1,5 +1,6 @@
 #include "ensemble_call.hpp"
 
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -72,6 +73,10 @@ ffi::Error fill_ensemble_args(const ModelShape& model, EnsembleBuffers buffers,
     return invalid("first_step must have one entry per trajectory");
   }
   const int64_t n_save = last_dim(t_span);
+  // Counts within a trajectory are int32 (ShoalEnsembleArgs); offsets across it are int64.
+  if (n_save > INT32_MAX || last_dim(tstops) > INT32_MAX) {
+    return invalid("more than 2^31 - 1 save times or stops per trajectory");
+  }
   if (buffers.ys->element_count() != static_cast<size_t>(n_traj * n_save * model.n_saved)) {
     return invalid("output buffer has the wrong size");
   }

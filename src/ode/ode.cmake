@@ -6,6 +6,7 @@ shoal_python_extension(_ode_ext shoal/ode
   ${CMAKE_CURRENT_LIST_DIR}/ode_ffi_cpu.cc
   ${CMAKE_CURRENT_LIST_DIR}/ode_ffi_cuda.cc
   ${CMAKE_CURRENT_LIST_DIR}/progress.cc
+  ${CMAKE_CURRENT_LIST_DIR}/interrupt.cc
   ${CMAKE_CURRENT_LIST_DIR}/cuda_kernels.cc
   ${CMAKE_CURRENT_LIST_DIR}/../cuda/driver_api.cc
   ${CMAKE_CURRENT_LIST_DIR}/model_registry.cc)

@@ -3,7 +3,8 @@
 // One static target serves every model: the call's attributes name the compiled model library and
 // its entry point, the buffers carry the ensemble (signature: bind_ensemble_solve, after XLA's
 // intra-op thread pool). Trajectories are handed out in small chunks over that pool; with a
-// progress slot (progress.hpp) each finished chunk is counted there, for Python to poll.
+// progress slot (progress.hpp) each finished chunk is counted there, for Python to poll. Ctrl-C
+// cuts the solve short (interrupt.hpp).
 #include <algorithm>
 #include <cstdlib>
 #include <string>
@@ -13,6 +14,7 @@
 #include "../common/ffi_guard.hpp"
 #include "../common/parallel_for.hpp"
 #include "ensemble_call.hpp"
+#include "interrupt.hpp"
 #include "model_registry.hpp"
 #include "ode_ffi.hpp"
 #include "progress.hpp"
@@ -58,6 +60,14 @@ ffi::Error solve_impl(ffi::ThreadPool& pool, const EnsembleBuffers& buffers,
   if (filled.failure()) return filled;
   const int64_t n_traj = a.n_traj;
   if (n_traj == 0) return ffi::Error::Success();
+  // Ctrl-C ends every trajectory within a step (interrupt.hpp). The solve still succeeds, with
+  // status kCancelled where a trajectory was cut short: the handler ours chains to (Python's)
+  // raises KeyboardInterrupt as soon as the main thread is back in Python, so an eager or jitted
+  // solve ends in a plain KeyboardInterrupt. An error here would reach Python first, as an
+  // exception of its own (a ValueError, tried), with the KeyboardInterrupt raised while handling
+  // it: an `except KeyboardInterrupt` would miss it.
+  interrupt::Scope ctrl_c;
+  a.cancel = ctrl_c.flag();
 
   // Small chunks keep the load balanced when step counts differ wildly between trajectories.
   const int64_t threads = max_solve_threads();

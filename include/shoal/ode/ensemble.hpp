@@ -36,6 +36,9 @@ extern "C" {
 //   accepted, rejected, status  (n_traj,) int32
 //   event_time (n_traj,), event_state (n_traj, n_vars): only for a model with an event (else
 //            null), NaN where no event occurred
+//   cancel   one int32 the host may set to nonzero while the solve runs (Ctrl-C), or null:
+//            every trajectory reads it once per step attempt and ends with kCancelled
+//            (cancel.hpp); null on CUDA, where a running kernel cannot be reached
 typedef struct ShoalEnsembleArgs {
   int64_t n_traj;
   int64_t t_span_group;
@@ -62,6 +65,7 @@ typedef struct ShoalEnsembleArgs {
   int32_t n_tstops;
   int32_t n_saved;
   const void* atol;
+  const int32_t* cancel;
 } ShoalEnsembleArgs;
 
 }  // extern "C"
@@ -86,6 +90,7 @@ SHOAL_HD void solve_one(const ShoalEnsembleArgs& a, const IntegrateOptions<T>& o
   tr.atol = a.atol ? static_cast<const T*>(a.atol) + m * n : nullptr;
   tr.first_step = a.first_step ? static_cast<const T*>(a.first_step)[m] : T(-1);
   tr.out = static_cast<T*>(a.ys) + m * a.n_save * n_saved<Model>();
+  tr.cancel = a.cancel;
   if constexpr (has_event<Model>()) {
     tr.event_time = static_cast<T*>(a.event_time) + m;
     tr.event_state = static_cast<T*>(a.event_state) + m * n;

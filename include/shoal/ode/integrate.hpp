@@ -31,6 +31,7 @@
 
 #include "shoal/config.hpp"
 #include "shoal/math.hpp"
+#include "shoal/ode/cancel.hpp"
 #include "shoal/ode/controller.hpp"
 #include "shoal/ode/model_traits.hpp"
 #include "shoal/ode/solve_options.hpp"
@@ -85,6 +86,7 @@ struct Trajectory {
   T* out = nullptr;            // (n_save, n_saved<Model>()) row-major
   T* event_time = nullptr;     // (1) and (n), written when the model has an event
   T* event_state = nullptr;
+  const int32_t* cancel = nullptr;  // nonzero (set by the host, any time): stop (cancel.hpp)
 };
 
 namespace detail {
@@ -160,7 +162,7 @@ SHOAL_HD Status integrate(const Trajectory<T>& tr, const IntegrateOptions<T>& op
 
   // What save j records of the state y at its time.
   auto record = [&](int j, const T* y) {
-    T* dst = tr.out + j * n_out;
+    T* dst = tr.out + static_cast<int64_t>(j) * n_out;
     if constexpr (has_save<Model>()) {
       Model::template save<T>(y, t_span[j], p, dst);
     } else {
@@ -237,6 +239,10 @@ SHOAL_HD Status integrate(const Trajectory<T>& tr, const IntegrateOptions<T>& op
                         : target;
       bool arrived = stop_ahead && !(end > t);  // already within two floats of the stop
       if (!arrived) {
+        if (cancelled(tr.cancel)) {
+          status = kCancelled;
+          break;
+        }
         if (attempts >= opt.max_steps) {
           status = kMaxStepsReached;
           break;
@@ -390,7 +396,7 @@ SHOAL_HD Status integrate(const Trajectory<T>& tr, const IntegrateOptions<T>& op
   }
 
   for (int j = saved; j < n_save; ++j) {
-    for (int i = 0; i < n_out; ++i) tr.out[j * n_out + i] = nan;
+    for (int i = 0; i < n_out; ++i) tr.out[static_cast<int64_t>(j) * n_out + i] = nan;
   }
   return status;
 }

@@ -14,7 +14,7 @@ enum Status : int32_t {
   kNonFinite = 3,          // the state or every trial step went NaN/Inf
   kInvalidInput = 4,       // t_span not strictly increasing or not finite (seen inside jit)
   kEvent = 5,              // stopped at a terminal event before the final time
-  // 6 is kept for cancellation (an interrupted solve).
+  kCancelled = 6,          // the host asked the solve to stop (Ctrl-C: src/ode/interrupt.hpp)
   kSensitivityFailure = 7,  // a joint solve [y, S] failed on the sensitivities alone: the step
                             // size underflowed or they went non-finite while the state's own
                             // error was within tolerance (integrate.hpp)
