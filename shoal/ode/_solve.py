@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import warnings
 
 import jax
@@ -62,7 +63,8 @@ def _check_precision(rtol: float, dtype) -> None:
     rtol 1e-10 took 72 791 steps and reported success, and JAX without x64 silently makes
     float32 out of the float64 a user meant."""
     eps = float(jnp.finfo(dtype).eps)
-    if rtol >= 10 * eps or (dtype, rtol) in _warned_precisions:
+    floor = 10.0 ** math.floor(math.log10(10 * eps))  # float32: 1e-6, float64: 1e-15
+    if rtol >= floor or (dtype, rtol) in _warned_precisions:
         return
     _warned_precisions.add((dtype, rtol))
     hint = (" (JAX makes float32 arrays unless jax.config.update('jax_enable_x64', True) is "
@@ -70,7 +72,7 @@ def _check_precision(rtol: float, dtype) -> None:
     warnings.warn(
         f"shoal.ode.solve: rtol={rtol:g} is below what {dtype.name} resolves (machine epsilon "
         f"{eps:.1e}): expect very many steps or STEP_SIZE_UNDERFLOW, and no accuracy beyond about "
-        f"{10 * eps:.0e}. Use rtol >= {10 * eps:.0e}, or float64 inputs{hint}.",
+        f"{floor:.0e}. Use rtol >= {floor:.0e}, or float64 inputs{hint}.",
         RuntimeWarning, stacklevel=3)
 
 
