@@ -99,6 +99,11 @@ def _result_dtype(*arrays):
     return jnp.dtype(dtype)
 
 
+def _symmetrize(x):
+    """(x + xᴴ)/2, as ``jax.lax.linalg.symmetrize`` (what ``jnp.linalg.eigh`` solves)."""
+    return (x + jnp.conj(jnp.swapaxes(x, -1, -2))) / 2
+
+
 def _is_concrete(x) -> bool:
     return x is None or not isinstance(x, jax.core.Tracer)
 
@@ -163,6 +168,7 @@ def _solve(
     *,
     problem: Problem,
     lower,
+    symmetrize_input,
     eigvals_only,
     subset_by_index,
     subset_by_value,
@@ -214,12 +220,18 @@ def _solve(
                 f"got {broadening!r}"
             )
         broadening = "lorentzian"
+    if not isinstance(symmetrize_input, (bool, np.bool_)):
+        raise TypeError(f"symmetrize_input must be True or False; got {symmetrize_input!r}")
     concrete = _is_concrete(a) and _is_concrete(b)
 
-    # No symmetrized copy: the kernels read the named triangle themselves.
     a = jnp.broadcast_to(jnp.asarray(a, dtype), batch + (n, n))
     if b is not None:
         b = jnp.broadcast_to(jnp.asarray(b, dtype), batch + (n, n))
+    if symmetrize_input:
+        # jnp.linalg.eigh's convention: (x + xᴴ)/2 is solved, so both triangles are read and
+        # the gradient is Hermitian. Without it the kernels read the named triangle themselves.
+        a = _symmetrize(a)
+        b = None if b is None else _symmetrize(b)
     cfg = _Config(options=options, deg_thresh=deg_thresh, broadening=broadening, method=method)
     if n == 0:
         real = jnp.finfo(dtype).dtype
@@ -236,6 +248,7 @@ def eigh(
     b=None,
     *,
     lower: bool = True,
+    symmetrize_input: bool = True,
     eigvals_only: bool = False,
     type: int = 1,  # noqa: A002
     subset_by_index=None,
@@ -247,8 +260,11 @@ def eigh(
     """Eigenvalues and eigenvectors of a Hermitian matrix, or of a Hermitian-definite pencil.
 
     Solves ``a v = λ v`` (``b`` None) or, with ``b`` Hermitian positive definite, the problem of
-    type ``type``: 1 ``a v = λ b v``; 2 ``a b v = λ v``; 3 ``b a v = λ v``. SciPy's semantics:
-    only the ``lower`` (or upper) triangle of ``a`` and ``b`` is read.
+    type ``type``: 1 ``a v = λ b v``; 2 ``a b v = λ v``; 3 ``b a v = λ v``. By default, as
+    :func:`jax.numpy.linalg.eigh`, the Hermitian parts ``(a + aᴴ)/2`` and ``(b + bᴴ)/2`` are
+    solved, so values and gradients match ``jnp.linalg.eigh`` (gradients are Hermitian);
+    ``symmetrize_input=False`` gives SciPy's semantics: only the ``lower`` (or upper) triangle
+    of ``a`` and ``b`` is read, and gradients land in that triangle alone.
 
     Parameters
     ----------
@@ -256,7 +272,11 @@ def eigh(
         float32, float64, complex64 or complex128 (integers are promoted). Leading batch
         dimensions broadcast between ``a`` and ``b``.
     lower : bool
-        Read the lower (True) or upper (False) triangle.
+        With ``symmetrize_input=False``: read the lower (True) or upper (False) triangle.
+    symmetrize_input : bool
+        True (default, like ``jnp.linalg.eigh``): solve the Hermitian part of ``a`` and ``b``;
+        NaN anywhere in them reaches the result. False: read one triangle only (the other may
+        hold anything, even NaN), as ``scipy.linalg.eigh``.
     eigvals_only : bool
         Return only the eigenvalues (LAPACK then computes no eigenvectors).
     type : {1, 2, 3}
@@ -294,6 +314,7 @@ def eigh(
         b,
         problem=Problem.STANDARD if b is None else problem,
         lower=lower,
+        symmetrize_input=symmetrize_input,
         eigvals_only=eigvals_only,
         subset_by_index=subset_by_index,
         subset_by_value=subset_by_value,
@@ -308,6 +329,7 @@ def eigh_gen(
     b,
     *,
     lower: bool = True,
+    symmetrize_input: bool = True,
     itype: int = 1,
     eigvals_only: bool = False,
     subset_by_index=None,
@@ -327,6 +349,7 @@ def eigh_gen(
         a,
         b,
         lower=lower,
+        symmetrize_input=symmetrize_input,
         eigvals_only=eigvals_only,
         type=itype,
         subset_by_index=subset_by_index,
