@@ -76,8 +76,16 @@ def _eigh_core_jvp(cfg: _Config, primals, tangents):
 
 
 def _as_matrix(x, name: str):
+    given = type(x).__name__
     if not hasattr(x, "shape") or not hasattr(x, "dtype"):
-        x = np.asarray(x)
+        try:
+            x = np.asarray(x)
+        except ValueError as err:  # a ragged list
+            raise ValueError(f"{name} must be an array of numbers; got {x!r:.80}: {err}") from None
+    if not (np.issubdtype(x.dtype, np.number) or np.issubdtype(x.dtype, np.bool_)):
+        # None, strings and objects would otherwise be reported as a shape () problem
+        raise TypeError(f"{name} must be an array of numbers; got {given} (as an array, dtype "
+                        f"{x.dtype})")
     if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
         raise ValueError(
             f"{name} must be a square matrix or a stack of them (shape (..., n, n)); "
@@ -100,8 +108,23 @@ def _result_dtype(*arrays):
 
 
 def _symmetrize(x):
-    """(x + xᴴ)/2, as ``jax.lax.linalg.symmetrize`` (what ``jnp.linalg.eigh`` solves)."""
-    return (x + jnp.conj(jnp.swapaxes(x, -1, -2))) / 2
+    """(x + xᴴ)/2, what ``jnp.linalg.eigh`` solves, written x/2 + xᴴ/2 so that entries near
+    the largest float do not overflow (exactly x for Hermitian x above the subnormal range)."""
+    return 0.5 * x + 0.5 * jnp.conj(jnp.swapaxes(x, -1, -2))
+
+
+def _flag(name: str, value) -> bool:
+    # bool("no") is True: only real booleans, so a misspelt argument is not silently truthy
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False; got {value!r}")
+    return bool(value)
+
+
+def _real(name: str, value) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a real number; got {value!r}") from None
 
 
 def _is_concrete(x) -> bool:
@@ -199,18 +222,18 @@ def _solve(
     options = EighOptions.build(
         n,
         problem=problem,
-        lower=lower,
-        eigvals_only=eigvals_only,
+        lower=_flag("lower", lower),
+        eigvals_only=_flag("eigvals_only", eigvals_only),
         subset_by_index=subset_by_index,
         subset_by_value=subset_by_value,
     )
     if deg_thresh is not None:
-        deg_thresh = float(deg_thresh)
+        deg_thresh = _real("deg_thresh", deg_thresh)
         if not deg_thresh >= 0:
             raise ValueError(f"deg_thresh must be >= 0 or None; got {deg_thresh}")
     if broadening is not None:
         if isinstance(broadening, tuple) and len(broadening) == 2 and broadening[0] == "lorentzian":
-            width = float(broadening[1])
+            width = _real("the Lorentzian width", broadening[1])
             if not width > 0:
                 raise ValueError(f"the Lorentzian width must be > 0; got {width}")
             deg_thresh = width
@@ -220,8 +243,7 @@ def _solve(
                 f"got {broadening!r}"
             )
         broadening = "lorentzian"
-    if not isinstance(symmetrize_input, (bool, np.bool_)):
-        raise TypeError(f"symmetrize_input must be True or False; got {symmetrize_input!r}")
+    symmetrize_input = _flag("symmetrize_input", symmetrize_input)
     concrete = _is_concrete(a) and _is_concrete(b)
 
     a = jnp.broadcast_to(jnp.asarray(a, dtype), batch + (n, n))

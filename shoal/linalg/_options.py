@@ -108,6 +108,8 @@ class EighOptions:
         subset, il, iu, vl, vu = Subset.ALL, 0, 0, 0.0, 0.0
         if subset_by_index is not None:
             try:
+                if any(isinstance(i, (bool, np.bool_)) for i in subset_by_index):
+                    raise TypeError("a bool is not an index")
                 il, iu = (operator.index(i) for i in subset_by_index)
             except (TypeError, ValueError):
                 raise ValueError(
@@ -130,6 +132,15 @@ class EighOptions:
                 raise ValueError(f"subset_by_value={tuple(subset_by_value)!r}: need low < high")
             big = float(np.finfo(np.float64).max)
             vl, vu = max(vl, -big), min(vu, big)
+            # The kernel reads subnormal bounds as 0 (flush-to-zero): (0, 5e-324] would be empty
+            # there and a kernel error; as read, it is an empty interval, refused here.
+            tiny = float(np.finfo(np.float64).tiny)
+            vl, vu = (0.0 if abs(x) < tiny else x for x in (vl, vu))
+            if not vl < vu:
+                raise ValueError(
+                    f"subset_by_value={tuple(subset_by_value)!r}: need low < high, with "
+                    f"subnormal bounds (below {tiny:.3g} in magnitude) read as 0"
+                )
             subset = Subset.BY_VALUE
         return cls(
             problem=problem,
