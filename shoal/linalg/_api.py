@@ -108,9 +108,11 @@ def _result_dtype(*arrays):
 
 
 def _symmetrize(x):
-    """(x + xᴴ)/2, what ``jnp.linalg.eigh`` solves, written x/2 + xᴴ/2 so that entries near
-    the largest float do not overflow (exactly x for Hermitian x above the subnormal range)."""
-    return 0.5 * x + 0.5 * jnp.conj(jnp.swapaxes(x, -1, -2))
+    """(x + xᴴ)/2, what ``jnp.linalg.eigh`` solves, computed as x/2 + xᴴ/2 so that entries
+    near the largest float do not overflow (exactly x for Hermitian x above the subnormal
+    range). The barrier keeps XLA from factoring it back into (x + xᴴ)·0.5 under jit."""
+    half = jax.lax.optimization_barrier(0.5 * x)
+    return half + jnp.conj(jnp.swapaxes(half, -1, -2))
 
 
 def _flag(name: str, value) -> bool:
@@ -171,7 +173,7 @@ def _outside_stacklevel() -> int:
 
 def _resolve_method(method: str) -> str:
     global _warned_fallback
-    if method not in ("lapack", "jax"):
+    if not isinstance(method, str) or method not in ("lapack", "jax"):
         raise ValueError(f"method must be 'lapack' or 'jax'; got method={method!r}")
     if method == "lapack" and not _ffi.available():
         if not _warned_fallback:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import numbers
 import operator
 from typing import Any
 
@@ -49,7 +50,9 @@ class Subset(enum.IntEnum):
 
 def problem_type(value: Any, name: str) -> Problem:
     """The generalized problem of type ``value`` (1, 2 or 3); ``name`` is the caller's keyword."""
-    if isinstance(value, bool) or value not in (1, 2, 3):
+    # not a bool, and not an array (whose ``in`` would be elementwise or ambiguous)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or \
+            value not in (1, 2, 3):
         raise ValueError(f"{name} must be 1, 2 or 3; got {name}={value!r}")
     return Problem(int(value))
 

@@ -32,8 +32,9 @@ def _concrete(x):
 def _as_float_array(name: str, x, dtype=None):
     try:
         arr = jnp.asarray(x) if dtype is None else jnp.asarray(x, dtype=dtype)
-    except (TypeError, ValueError) as err:  # None, strings, ragged lists: name the argument
-        raise type(err)(f"{name} must be an array of numbers; got {x!r:.80}: {err}") from err
+    except (TypeError, ValueError, OverflowError) as err:  # None, strings, ragged lists, 2**64
+        kind = TypeError if isinstance(err, TypeError) else ValueError
+        raise kind(f"{name} must be an array of numbers; got {x!r:.80}: {err}") from err
     if jnp.issubdtype(arr.dtype, jnp.complexfloating):
         raise TypeError(f"{name} must be real; got dtype {arr.dtype}")
     if not jnp.issubdtype(arr.dtype, jnp.floating):
@@ -123,6 +124,7 @@ def solve(f, y0, t_span, params=None, *, params_axes=None, tstops=None, first_st
     n = y0.shape[-1]
     n_y = y0.shape[0] if y0.ndim == 2 else 1
     split = _params.split(params, params_axes, y0.shape[0] if y0.ndim == 2 else None, dtype)
+    t_span = _as_float_array("t_span", t_span, dtype)  # before its shape: a ragged list
     t_shape = np.shape(t_span)
     N = _ensemble_size(n_y, split.n_traj, t_shape[0] if len(t_shape) == 2 else 1)
     t_rows = _time_rows(t_span, N, dtype)

@@ -30,7 +30,8 @@ def run_child(case: str, timeout: float = 120.0) -> dict:
     """
     module, function = case.split(":")
     code = (
-        "import json, sys\n"
+        "import json, sys, warnings\n"
+        "warnings.simplefilter('ignore', RuntimeWarning)  # hypothesis' casts of 1e308\n"
         f"sys.path[:0] = [{str(HERE)!r}, {str(ROOT / 'tests')!r}, {str(ROOT)!r}]\n"
         "import jax\n"
         "jax.config.update('jax_enable_x64', True)\n"

@@ -18,6 +18,8 @@ from hypothesis import strategies as st
 from shoal.ode import Event, Status, solve
 from shoal.ode._options import SolveOptions
 
+OUTCOMES = collections.Counter()  # what the examples ended in: a test that never solves fails
+
 SETTINGS = dict(deadline=None, derandomize=True, database=None,
                 suppress_health_check=list(HealthCheck))
 
@@ -96,7 +98,7 @@ def array_arguments(per_argument: int = 25):
     counts = collections.Counter()
     for name in ARRAY_ARGUMENTS:
         _one_array_argument(name, per_argument, counts)
-    return {"examples": dict(counts)}
+    return {"examples": dict(counts), "outcomes": dict(OUTCOMES)}
 
 
 def _one_array_argument(name, max_examples, counts):
@@ -110,14 +112,17 @@ def _one_array_argument(name, max_examples, counts):
             ys, stats = solve(decay, args["y0"], args["t_span"], args["params"], method="tsit5",
                               tstops=args["tstops"], first_step=args["first_step"],
                               error_weights=args["error_weights"], return_stats=True)
-        except IndexError as err:
-            # f reads p[0]: an empty params makes f itself fail; the note names f and its shapes
-            assert name == "params" and "while tracing f(y, t, p)" in _message(err), err
-            return
         except Exception as err:  # noqa: BLE001 - the check is what it must be
+            if name == "params" and "while tracing f(y, t, p)" in _message(err):
+                # f reads p[0]: an empty array or a dict makes f itself fail (IndexError,
+                # KeyError); f's own error keeps its type, the note names f and p's shapes
+                OUTCOMES["clear error"] += 1
+                return
             names = (name, "ensemble size") if name in ("y0", "params", "t_span") else (name,)
             expect_clear_error(err, names)
+            OUTCOMES["clear error"] += 1
             return
+        OUTCOMES["solved"] += 1
         weights = args["error_weights"]
         loose = weights is not None and not np.all(np.asarray(weights, np.float64) >= 1e-2)
         check_result(ys, stats, args["y0"], args["params"], args["t_span"], loose=loose)
@@ -157,7 +162,7 @@ def option_keywords(per_argument: int = 8):
     counts = collections.Counter()
     for name in OPTION_ARGUMENTS:
         _one_option(name, per_argument, counts)
-    return {"examples": dict(counts)}
+    return {"examples": dict(counts), "outcomes": dict(OUTCOMES)}
 
 
 def _one_option(name, max_examples, counts):
@@ -171,7 +176,11 @@ def _one_option(name, max_examples, counts):
             out = solve(decay, Y0, T, K, **kwargs)
         except Exception as err:  # noqa: BLE001
             expect_clear_error(err, (name, "Event"))
+            OUTCOMES["clear error"] += 1
             return
+        OUTCOMES["solved"] += 1
+        if name in ("return_stats", "sens_error_control"):
+            assert isinstance(value, (bool, np.bool_)), f"{name}={value!r} was taken as a flag"
         if kwargs["return_stats"] is False:
             ys, stats = out, None
         else:
