@@ -122,7 +122,7 @@ def _may_overflow(a, b, dtype):
     return not bound < np.finfo(dtype).max / 1e3
 
 
-def matrix_arguments(per_argument: int = 40):
+def matrix_arguments(per_argument: int = 50):
     counts = collections.Counter()
     for name in ("a", "b"):  # square matrices (solved or LinAlgError), then anything else
         _one_matrix(name, per_argument, counts, matrices())
@@ -148,7 +148,7 @@ def _one_matrix(name, max_examples, counts, values):
            symmetrize=st.booleans(), lower=st.booleans(), eigvals_only=st.booleans(),
            generalized=st.booleans())
     def run(value, symmetrize, lower, eigvals_only, generalized):
-        counts[name] += 1
+        counts[f"eigh {name}"] += 1
         shape = np.shape(value) if hasattr(value, "shape") else None
         n = shape[-1] if shape and len(shape) >= 2 and shape[-1] == shape[-2] else 3
         if name == "a":
@@ -192,7 +192,7 @@ def _in_jit(max_examples, counts):
     @settings(max_examples=max_examples, **SETTINGS)
     @given(entry=st.sampled_from(SPECIAL64), where=st.integers(0, 8), bad=st.integers(0, 2))
     def run(entry, where, bad):
-        counts["a (batch element, under jit)"] += 1
+        counts["eigh a (batch element, under jit)"] += 1
         a = np.stack([_herm(3, np.float64) + k for k in range(3)])
         a[bad].flat[where] = entry
         w, v = solve(a)
@@ -232,7 +232,7 @@ OPTIONS = {
 }
 
 
-def option_arguments(per_argument: int = 12):
+def option_arguments(per_argument: int = 16):
     counts = collections.Counter()
     for name in OPTIONS:
         _one_option(name, per_argument, counts)
@@ -243,7 +243,7 @@ def _one_option(name, max_examples, counts):
     @settings(max_examples=max_examples, **SETTINGS)
     @given(value=OPTIONS[name], generalized=st.booleans())
     def run(value, generalized):
-        counts[name] += 1
+        counts[f"eigh {name}"] += 1
         n = 4
         a = _herm(n, np.float64)
         b = _spd(n, np.float64) if generalized or name == "itype" else None

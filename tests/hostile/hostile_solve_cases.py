@@ -93,7 +93,7 @@ def check_result(ys, stats, y0, k, t_span, *, loose=False, saved=None):
 ARRAY_ARGUMENTS = ("y0", "t_span", "params", "tstops", "first_step", "error_weights")
 
 
-def array_arguments(per_argument: int = 25):
+def array_arguments(per_argument: int = 40):
     """Each positional/array argument replaced by a hostile value; the others stay clean."""
     counts = collections.Counter()
     for name in ARRAY_ARGUMENTS:
@@ -157,7 +157,7 @@ OPTION_ARGUMENTS = (*SolveOptions.__dataclass_fields__, "return_stats", "progres
                     "params_axes")
 
 
-def option_keywords(per_argument: int = 8):
+def option_keywords(per_argument: int = 12):
     """Each keyword option replaced by a hostile value; Tsit5 unless the option is Rodas5P's."""
     counts = collections.Counter()
     for name in OPTION_ARGUMENTS:
@@ -204,18 +204,20 @@ HOSTILE_Y0 = [np.nan, np.inf, -np.inf, 1e308, -1e308, 5e-324]
 HOSTILE_K = [np.nan, np.inf, -np.inf, 1e308, -1e308, -800.0]
 
 
-def ensemble_isolation(max_examples: int = 40):
+def ensemble_isolation(per_kind: int = 20):
     """A hostile member (NaN/Inf/huge y0 or k) leaves every other member bit for bit as the
     clean members solved alone, statuses and step counts included; eagerly and under jit with
     per-member t_span rows, where a bad row is the INVALID_INPUT status."""
     counts = collections.Counter()
+    for kind in ("y0", "params", "t_span"):
+        _one_member_kind(kind, per_kind, counts)
+    return {"examples": dict(counts)}
 
+
+def _one_member_kind(kind, max_examples, counts):
     @settings(max_examples=max_examples, **SETTINGS)
-    @given(
-        n=st.integers(2, 6), data=st.data(), method=st.sampled_from(["tsit5", "rodas5p"]),
-        kind=st.sampled_from(["y0", "params", "t_span"]),
-    )
-    def run(n, data, method, kind):
+    @given(n=st.integers(2, 6), data=st.data(), method=st.sampled_from(["tsit5", "rodas5p"]))
+    def run(n, data, method):
         counts[f"ensemble member {kind}"] += 1
         y0 = np.array(data.draw(st.lists(st.floats(0.1, 10), min_size=n, max_size=n)))[:, None]
         k = np.array(data.draw(st.lists(st.floats(0.1, 5), min_size=n, max_size=n)))[:, None]
@@ -251,30 +253,34 @@ def ensemble_isolation(max_examples: int = 40):
             assert np.all(status[non_finite_y0] == Status.NON_FINITE)
 
     run()
-    return {"examples": dict(counts)}
 
 
-def traced_hostile_values(max_examples: int = 20):
+RUN_JIT = jax.jit(lambda y0, k, fs, w: solve(decay, y0, T, k, method="tsit5", first_step=fs,
+                                             error_weights=w, return_stats=True))
+
+
+def traced_hostile_values(per_argument: int = 10):
     """Values only seen inside jit (so not checked before the run): NaN/Inf/huge y0, params,
     first_step and error_weights end in a status or a correct result, never a crash."""
     counts = collections.Counter()
-    run_jit = jax.jit(lambda y0, k, fs, w: solve(decay, y0, T, k, method="tsit5", first_step=fs,
-                                                 error_weights=w, return_stats=True))
+    for name in ("y0", "params", "first_step", "error_weights"):
+        _one_traced(name, per_argument, counts)
+    return {"examples": dict(counts)}
 
+
+def _one_traced(name, max_examples, counts):
     @settings(max_examples=max_examples, **SETTINGS)
-    @given(name=st.sampled_from(["y0", "params", "first_step", "error_weights"]),
-           values=arrays(max_dims=1, max_side=1).filter(lambda a: a.shape == (1,)).map(
+    @given(values=arrays(max_dims=1, max_side=1).filter(lambda a: a.shape == (1,)).map(
                lambda a: a.astype(np.float64)) | st.sampled_from(SPECIAL_FLOATS).map(
                lambda v: np.array([v])))
-    def run(name, values):
+    def run(values):
         counts[f"{name} (under jit)"] += 1
         args = dict(y0=Y0, params=K, first_step=np.full(3, 1e-3), error_weights=np.ones(1))
         args[name] = np.broadcast_to(values, np.shape(args[name])).copy()
-        ys, stats = run_jit(args["y0"], args["params"], args["first_step"],
+        ys, stats = RUN_JIT(args["y0"], args["params"], args["first_step"],
                             args["error_weights"])
         weights = args["error_weights"]
         loose = not (np.all(weights >= 1e-2) and np.all(np.isfinite(weights)))
         check_result(ys, stats, args["y0"], args["params"], T, loose=loose)
 
     run()
-    return {"examples": dict(counts)}
