@@ -91,3 +91,8 @@ def test_empty_tstops_are_no_stops():
     ys = solve(decay, np.ones(1), [0.0, 1.0], np.ones(1), method="tsit5", tstops=[])
     plain = solve(decay, np.ones(1), [0.0, 1.0], np.ones(1), method="tsit5")
     np.testing.assert_array_equal(ys, plain)
+
+
+def test_hostile_member_leaves_the_others_gradients_bit_for_bit(child):
+    report = child("hostile_solve_cases:gradient_isolation")
+    assert sum(report["examples"].values()) >= 10
