@@ -76,8 +76,16 @@ def _eigh_core_jvp(cfg: _Config, primals, tangents):
 
 
 def _as_matrix(x, name: str):
+    given = type(x).__name__
     if not hasattr(x, "shape") or not hasattr(x, "dtype"):
-        x = np.asarray(x)
+        try:
+            x = np.asarray(x)
+        except ValueError as err:  # a ragged list
+            raise ValueError(f"{name} must be an array of numbers; got {x!r:.80}: {err}") from None
+    if not (np.issubdtype(x.dtype, np.number) or np.issubdtype(x.dtype, np.bool_)):
+        # None, strings and objects would otherwise be reported as a shape () problem
+        raise TypeError(f"{name} must be an array of numbers; got {given} (as an array, dtype "
+                        f"{x.dtype})")
     if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
         raise ValueError(
             f"{name} must be a square matrix or a stack of them (shape (..., n, n)); "
@@ -97,6 +105,28 @@ def _result_dtype(*arrays):
     ):
         raise TypeError(f"unsupported dtype {dtype}; use float32, float64, complex64 or complex128")
     return jnp.dtype(dtype)
+
+
+def _symmetrize(x):
+    """(x + xᴴ)/2, what ``jnp.linalg.eigh`` solves, computed as x/2 + xᴴ/2 so that entries
+    near the largest float do not overflow (exactly x for Hermitian x above the subnormal
+    range). The barrier keeps XLA from factoring it back into (x + xᴴ)·0.5 under jit."""
+    half = jax.lax.optimization_barrier(0.5 * x)
+    return half + jnp.conj(jnp.swapaxes(half, -1, -2))
+
+
+def _flag(name: str, value) -> bool:
+    # bool("no") is True: only real booleans, so a misspelt argument is not silently truthy
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False; got {value!r}")
+    return bool(value)
+
+
+def _real(name: str, value) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a real number; got {value!r}") from None
 
 
 def _is_concrete(x) -> bool:
@@ -143,7 +173,7 @@ def _outside_stacklevel() -> int:
 
 def _resolve_method(method: str) -> str:
     global _warned_fallback
-    if method not in ("lapack", "jax"):
+    if not isinstance(method, str) or method not in ("lapack", "jax"):
         raise ValueError(f"method must be 'lapack' or 'jax'; got method={method!r}")
     if method == "lapack" and not _ffi.available():
         if not _warned_fallback:
@@ -163,6 +193,7 @@ def _solve(
     *,
     problem: Problem,
     lower,
+    symmetrize_input,
     eigvals_only,
     subset_by_index,
     subset_by_value,
@@ -193,18 +224,18 @@ def _solve(
     options = EighOptions.build(
         n,
         problem=problem,
-        lower=lower,
-        eigvals_only=eigvals_only,
+        lower=_flag("lower", lower),
+        eigvals_only=_flag("eigvals_only", eigvals_only),
         subset_by_index=subset_by_index,
         subset_by_value=subset_by_value,
     )
     if deg_thresh is not None:
-        deg_thresh = float(deg_thresh)
+        deg_thresh = _real("deg_thresh", deg_thresh)
         if not deg_thresh >= 0:
             raise ValueError(f"deg_thresh must be >= 0 or None; got {deg_thresh}")
     if broadening is not None:
         if isinstance(broadening, tuple) and len(broadening) == 2 and broadening[0] == "lorentzian":
-            width = float(broadening[1])
+            width = _real("the Lorentzian width", broadening[1])
             if not width > 0:
                 raise ValueError(f"the Lorentzian width must be > 0; got {width}")
             deg_thresh = width
@@ -214,12 +245,17 @@ def _solve(
                 f"got {broadening!r}"
             )
         broadening = "lorentzian"
+    symmetrize_input = _flag("symmetrize_input", symmetrize_input)
     concrete = _is_concrete(a) and _is_concrete(b)
 
-    # No symmetrized copy: the kernels read the named triangle themselves.
     a = jnp.broadcast_to(jnp.asarray(a, dtype), batch + (n, n))
     if b is not None:
         b = jnp.broadcast_to(jnp.asarray(b, dtype), batch + (n, n))
+    if symmetrize_input:
+        # jnp.linalg.eigh's convention: (x + xᴴ)/2 is solved, so both triangles are read and
+        # the gradient is Hermitian. Without it the kernels read the named triangle themselves.
+        a = _symmetrize(a)
+        b = None if b is None else _symmetrize(b)
     cfg = _Config(options=options, deg_thresh=deg_thresh, broadening=broadening, method=method)
     if n == 0:
         real = jnp.finfo(dtype).dtype
@@ -236,6 +272,7 @@ def eigh(
     b=None,
     *,
     lower: bool = True,
+    symmetrize_input: bool = True,
     eigvals_only: bool = False,
     type: int = 1,  # noqa: A002
     subset_by_index=None,
@@ -247,8 +284,11 @@ def eigh(
     """Eigenvalues and eigenvectors of a Hermitian matrix, or of a Hermitian-definite pencil.
 
     Solves ``a v = λ v`` (``b`` None) or, with ``b`` Hermitian positive definite, the problem of
-    type ``type``: 1 ``a v = λ b v``; 2 ``a b v = λ v``; 3 ``b a v = λ v``. SciPy's semantics:
-    only the ``lower`` (or upper) triangle of ``a`` and ``b`` is read.
+    type ``type``: 1 ``a v = λ b v``; 2 ``a b v = λ v``; 3 ``b a v = λ v``. By default, as
+    :func:`jax.numpy.linalg.eigh`, the Hermitian parts ``(a + aᴴ)/2`` and ``(b + bᴴ)/2`` are
+    solved, so values and gradients match ``jnp.linalg.eigh`` (gradients are Hermitian);
+    ``symmetrize_input=False`` gives SciPy's semantics: only the ``lower`` (or upper) triangle
+    of ``a`` and ``b`` is read, and gradients land in that triangle alone.
 
     Parameters
     ----------
@@ -256,7 +296,11 @@ def eigh(
         float32, float64, complex64 or complex128 (integers are promoted). Leading batch
         dimensions broadcast between ``a`` and ``b``.
     lower : bool
-        Read the lower (True) or upper (False) triangle.
+        With ``symmetrize_input=False``: read the lower (True) or upper (False) triangle.
+    symmetrize_input : bool
+        True (default, like ``jnp.linalg.eigh``): solve the Hermitian part of ``a`` and ``b``;
+        NaN anywhere in them reaches the result. False: read one triangle only (the other may
+        hold anything, even NaN), as ``scipy.linalg.eigh``.
     eigvals_only : bool
         Return only the eigenvalues (LAPACK then computes no eigenvectors).
     type : {1, 2, 3}
@@ -294,6 +338,7 @@ def eigh(
         b,
         problem=Problem.STANDARD if b is None else problem,
         lower=lower,
+        symmetrize_input=symmetrize_input,
         eigvals_only=eigvals_only,
         subset_by_index=subset_by_index,
         subset_by_value=subset_by_value,
@@ -308,6 +353,7 @@ def eigh_gen(
     b,
     *,
     lower: bool = True,
+    symmetrize_input: bool = True,
     itype: int = 1,
     eigvals_only: bool = False,
     subset_by_index=None,
@@ -327,6 +373,7 @@ def eigh_gen(
         a,
         b,
         lower=lower,
+        symmetrize_input=symmetrize_input,
         eigvals_only=eigvals_only,
         type=itype,
         subset_by_index=subset_by_index,

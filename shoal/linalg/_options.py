@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import numbers
 import operator
 from typing import Any
 
@@ -49,7 +50,9 @@ class Subset(enum.IntEnum):
 
 def problem_type(value: Any, name: str) -> Problem:
     """The generalized problem of type ``value`` (1, 2 or 3); ``name`` is the caller's keyword."""
-    if isinstance(value, bool) or value not in (1, 2, 3):
+    # not a bool, and not an array (whose ``in`` would be elementwise or ambiguous)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or \
+            value not in (1, 2, 3):
         raise ValueError(f"{name} must be 1, 2 or 3; got {name}={value!r}")
     return Problem(int(value))
 
@@ -108,6 +111,8 @@ class EighOptions:
         subset, il, iu, vl, vu = Subset.ALL, 0, 0, 0.0, 0.0
         if subset_by_index is not None:
             try:
+                if any(isinstance(i, (bool, np.bool_)) for i in subset_by_index):
+                    raise TypeError("a bool is not an index")
                 il, iu = (operator.index(i) for i in subset_by_index)
             except (TypeError, ValueError):
                 raise ValueError(
@@ -130,6 +135,15 @@ class EighOptions:
                 raise ValueError(f"subset_by_value={tuple(subset_by_value)!r}: need low < high")
             big = float(np.finfo(np.float64).max)
             vl, vu = max(vl, -big), min(vu, big)
+            # The kernel reads subnormal bounds as 0 (flush-to-zero): (0, 5e-324] would be empty
+            # there and a kernel error; as read, it is an empty interval, refused here.
+            tiny = float(np.finfo(np.float64).tiny)
+            vl, vu = (0.0 if abs(x) < tiny else x for x in (vl, vu))
+            if not vl < vu:
+                raise ValueError(
+                    f"subset_by_value={tuple(subset_by_value)!r}: need low < high, with "
+                    f"subnormal bounds (below {tiny:.3g} in magnitude) read as 0"
+                )
             subset = Subset.BY_VALUE
         return cls(
             problem=problem,

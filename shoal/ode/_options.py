@@ -91,7 +91,9 @@ def _enum(kind: type[enum.Enum], name: str):
 
 
 def _static_real(name: str, value) -> float:
-    if isinstance(value, jax.core.Tracer) or not isinstance(value, numbers.Real):
+    # bool is a numbers.Real: rtol=True would silently be 1.0
+    if isinstance(value, (jax.core.Tracer, bool, np.bool_)) or not isinstance(value,
+                                                                          numbers.Real):
         raise TypeError(f"{name} must be a Python float (a static option), got {value!r}")
     return float(value)
 
@@ -113,8 +115,8 @@ def _optional_positive(name: str):
 
 def _gain(name: str):
     def check(value):
-        if isinstance(value, jax.core.Tracer) or not isinstance(value, numbers.Real) or \
-                not math.isfinite(float(value)):
+        if isinstance(value, (jax.core.Tracer, bool, np.bool_)) or \
+                not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
             raise ValueError(f"{name} must be a finite Python float, got {value!r}")
         return float(value)
 
@@ -135,6 +137,15 @@ def _sparsity(value):
     if isinstance(value, str) and value != "auto":
         raise ValueError(f"sparsity must be None, 'auto' or a pattern; got {value!r}")
     return value
+
+
+def _flag(name: str):
+    def check(value):  # bool("False") is True: only real booleans
+        if not isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"{name} must be True or False, got {value!r}")
+        return bool(value)
+
+    return check
 
 
 def _option(default, check, doc: str, kernel=None):
@@ -194,7 +205,7 @@ class Event:
                             f"{type(self.fn).__name__}")
         if self.direction not in (-1, 0, 1) or isinstance(self.direction, bool):
             raise ValueError(f"Event.direction must be -1, 0 or 1, got {self.direction!r}")
-        object.__setattr__(self, "terminal", bool(self.terminal))
+        object.__setattr__(self, "terminal", _flag("Event.terminal")(self.terminal))
 
 
 def _event(value):
@@ -254,7 +265,7 @@ class SolveOptions:
         "A :class:`shoal.ode.Event`: the first zero crossing of ``event.fn(y, t, p)`` per "
         "trajectory, optionally terminal; its time and state are in ``stats``.", _kernel_event)
     sens_error_control: bool = _option(
-        True, bool,
+        True, _flag("sens_error_control"),
         "When differentiated (jvp, grad, jacfwd, ...): include the sensitivities in the error "
         "norm (default), tying the gradient's accuracy to rtol. ``False``: the state alone "
         "controls the steps, so after the first step (chosen for the joint system, see "

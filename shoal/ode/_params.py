@@ -85,6 +85,9 @@ def _float_leaf(path: str, leaf, dtype):
         arr = jnp.asarray(leaf)
     except TypeError as err:
         raise TypeError(f"params{path} must be an array of numbers: {err}") from err
+    except (ValueError, OverflowError) as err:  # None, strings, ragged lists, ints beyond int64
+        raise ValueError(f"params{path} must be an array of numbers; got {leaf!r:.80}: {err}"
+                         ) from err
     if jnp.issubdtype(arr.dtype, jnp.complexfloating):
         raise TypeError(f"params{path} must be real; got dtype {arr.dtype}")
     return arr
@@ -169,7 +172,7 @@ def _split_bare(arr, dtype) -> SplitParams:
     if arr.ndim not in (1, 2):
         raise ValueError(f"params must have shape (n_params,) or (N, n_params), or be a pytree; "
                          f"got an array of shape {arr.shape}")
-    rows = arr.reshape(-1 if arr.ndim == 2 else 1, arr.shape[-1])
+    rows = arr.reshape(arr.shape[0] if arr.ndim == 2 else 1, arr.shape[-1])  # k may be 0
     layout = ParamLayout.flat(arr.shape[-1], dtype)
     return SplitParams(layout, rows, jnp.zeros((0,), dtype), rows.shape[0])
 

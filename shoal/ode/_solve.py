@@ -17,7 +17,7 @@ import jax.extend.core as jex_core
 import jax.numpy as jnp
 import numpy as np
 
-from shoal.ode import _model, _options, _params, _progress
+from shoal.ode import _model, _options, _params, _progress, _validation
 from shoal.ode._differentiation import EnsembleProblem, solve_ensemble
 from shoal.ode._options import SolveOptions
 from shoal.ode._user_functions import UserFunctions
@@ -34,8 +34,9 @@ def _concrete(x):
 def _as_float_array(name: str, x, dtype=None):
     try:
         arr = jnp.asarray(x) if dtype is None else jnp.asarray(x, dtype=dtype)
-    except TypeError as err:
-        raise TypeError(f"{name} must be an array of numbers: {err}") from err
+    except (TypeError, ValueError, OverflowError) as err:  # None, strings, ragged lists, 2**64
+        kind = TypeError if isinstance(err, TypeError) else ValueError
+        raise kind(f"{name} must be an array of numbers; got {x!r:.80}: {err}") from err
     if jnp.issubdtype(arr.dtype, jnp.complexfloating):
         raise TypeError(f"{name} must be real; got dtype {arr.dtype}")
     if not jnp.issubdtype(arr.dtype, jnp.floating):
@@ -97,11 +98,7 @@ def _time_rows(t_span, N: int, dtype):
     values = _concrete(rows)
     if values is not None:
         for i, row in enumerate(values):
-            where = f"t_span[{i}]" if t_span.ndim == 2 else "t_span"
-            if not np.all(np.isfinite(row)):
-                raise ValueError(f"{where} must be finite; got {row}")
-            if np.any(np.diff(row) <= 0):
-                raise ValueError(f"{where} must be strictly increasing; got {row}")
+            _validation.time_row(f"t_span[{i}]" if t_span.ndim == 2 else "t_span", row, dtype)
     return rows
 
 
@@ -115,7 +112,8 @@ def _stops(tstops, N: int, dtype):
     values = _concrete(stops)
     if values is not None and not np.all(np.isfinite(values)):
         raise ValueError(f"tstops must be finite; got {values}")
-    return jnp.sort(stops.reshape(-1, stops.shape[-1]), axis=-1)
+    rows = stops.shape[0] if stops.ndim == 2 else 1  # explicit: k may be 0
+    return jnp.sort(stops.reshape(rows, stops.shape[-1]), axis=-1)
 
 
 def _first_steps(first_step, N: int, dtype):
@@ -128,6 +126,8 @@ def _first_steps(first_step, N: int, dtype):
     values = _concrete(steps)
     if values is not None and not np.all((values > 0) & np.isfinite(values)):
         raise ValueError(f"first_step must be finite and > 0; got {values}")
+    if values is not None:
+        _validation.normal_positive("first_step", values, dtype)
     return steps.reshape(-1, 1)
 
 
@@ -137,15 +137,18 @@ def solve(f, y0, t_span, params=None, *, params_axes=None, tstops=None, first_st
         raise TypeError(f"f must be callable f(y, t, p), got {type(f).__name__}")
     opts = _solve_options(options)
     progress = _progress.check(progress)
+    return_stats = _validation.flag("return_stats", return_stats)
 
     y0 = _as_float_array("y0", y0)
-    dtype = y0.dtype
+    dtype = _validation.solve_dtype(y0.dtype)
+    _validation.options_in_dtype(opts, dtype)
     _check_precision(opts.rtol, dtype)
     if y0.ndim not in (1, 2) or y0.shape[-1] == 0:
         raise ValueError(f"y0 must have shape (n,) or (N, n) with n >= 1; got {y0.shape}")
     n = y0.shape[-1]
     n_y = y0.shape[0] if y0.ndim == 2 else 1
     split = _params.split(params, params_axes, y0.shape[0] if y0.ndim == 2 else None, dtype)
+    t_span = _as_float_array("t_span", t_span, dtype)  # before its shape: a ragged list
     t_shape = np.shape(t_span)
     N = _ensemble_size(n_y, split.n_traj, t_shape[0] if len(t_shape) == 2 else 1)
     t_rows = _time_rows(t_span, N, dtype)

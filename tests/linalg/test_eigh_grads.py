@@ -98,7 +98,7 @@ def test_generalized_gradient_against_scipy_fd():
         return np.sum(w**2) + np.sum(g * (v @ np.diag(w) @ v.T))
 
     def loss(a, b):
-        w, v = eigh(a, b)
+        w, v = eigh(a, b, symmetrize_input=False)
         return jnp.sum(w**2) + jnp.sum(g * (v @ jnp.diag(w) @ v.T))
 
     ga, gb = jax.grad(loss, argnums=(0, 1))(a, b)
@@ -154,7 +154,7 @@ def test_degenerate_generalized_invariant_losses(itype, split, method):
         return np.array([w.sum(), (w**2).sum(), np.sum(g * proj)])
 
     def losses(a, b):
-        w, v = eigh(a, b, type=itype, method=method)
+        w, v = eigh(a, b, type=itype, method=method, symmetrize_input=False)
         vs = v[:, :3]
         m = jnp.linalg.inv(b) if itype == 3 else b
         proj = vs @ vs.T @ m
@@ -196,7 +196,7 @@ def test_default_threshold_is_relative():
     lam = scale * np.array([1.0, 1.5, 3.0, 4.0])
     a, b = degenerate_pencil(rng, 1, lam)
     da = np.tril(rng.normal(size=(4, 4))) * scale
-    _, (dw, dv) = jax.jvp(lambda a: eigh(a, b), (a,), (da,))
+    _, (dw, dv) = jax.jvp(lambda a: eigh(a, b, symmetrize_input=False), (a,), (da,))
 
     def v_np(t):
         w, v = sl.eigh(t, b)
@@ -238,6 +238,7 @@ def test_subset_derivatives(itype):
     a = rand_herm(rng, n)
     b = None if itype == 0 else rand_spd(rng, n)
     kw = dict(type=max(itype, 1))
+    lower_only = dict(symmetrize_input=False)  # tril directions, compared with SciPy's reading
     da = np.tril(rng.normal(size=(n, n)))
     db = None if b is None else np.tril(rng.normal(size=(n, n)))
     lo, hi = 1, 3
@@ -258,11 +259,11 @@ def test_subset_derivatives(itype):
     dv_ref = vs @ vs.T @ metric @ dv_full[:, lo : hi + 1]
 
     if b is None:
-        fun = lambda a: eigh(a, subset_by_index=(lo, hi))  # noqa: E731
+        fun = lambda a: eigh(a, subset_by_index=(lo, hi), **lower_only)  # noqa: E731
         _, (dw, dv) = jax.jvp(fun, (a,), (da,))
         w, v = fun(a)
     else:
-        fun = lambda a, b: eigh(a, b, subset_by_index=(lo, hi), **kw)  # noqa: E731
+        fun = lambda a, b: eigh(a, b, subset_by_index=(lo, hi), **kw, **lower_only)  # noqa: E731
         _, (dw, dv) = jax.jvp(fun, (a, b), (da, db))
         w, v = fun(a, b)
     sign = np.sign(np.asarray(v)[0])
@@ -270,7 +271,9 @@ def test_subset_derivatives(itype):
     np.testing.assert_allclose(np.asarray(dv) * sign, dv_ref, rtol=1e-5, atol=1e-7)
     # eigenvalue-only subsets: reverse mode
     g = jax.grad(
-        lambda a: jnp.sum(eigh(a, b, eigvals_only=True, subset_by_index=(lo, hi), **kw) ** 2)
+        lambda a: jnp.sum(
+            eigh(a, b, eigvals_only=True, subset_by_index=(lo, hi), **kw, **lower_only) ** 2
+        )
     )(a)
     dw_a = (sol(a + h * da)[0] - sol(a - h * da)[0]) / (2 * h)  # b held fixed
     np.testing.assert_allclose(
@@ -351,19 +354,21 @@ def test_float32_gradients():
 
 @pytest.mark.parametrize("complex_", [False, True])
 def test_upper_triangle_gradients(complex_):
-    """lower=False: derivatives w.r.t. the upper triangle, nothing to the lower one."""
+    """lower=False, symmetrize_input=False: derivatives w.r.t. the upper triangle, nothing to
+    the lower one."""
+    upper = dict(lower=False, symmetrize_input=False)
     rng = np.random.default_rng(90)
     a, b = rand_herm(rng, 4, complex_), rand_spd(rng, 4, complex_)
     for it in (1, 3):
 
         def f(a, b, it=it):
-            w, v = eigh(a, b, type=it, lower=False)
+            w, v = eigh(a, b, type=it, **upper)
             return gauge_free(v, w)
 
         check_grads(f, (a, b), order=1, modes=("fwd", "rev"), atol=1e-6, rtol=1e-6)
         ga, gb = jax.grad(
             lambda a, b, it=it: jnp.real(
-                jnp.sum(gauge_free(*eigh(a, b, type=it, lower=False)[::-1])[1])
+                jnp.sum(gauge_free(*eigh(a, b, type=it, **upper)[::-1])[1])
             ),
             argnums=(0, 1),
         )(a, b)

@@ -62,7 +62,17 @@ def trace(f, n_vars: int, params: int | ParamLayout, dtype, *, name: str = "f",
     )
     expected = (n_vars,) if shape is None else shape
     like = "like y" if shape is None else ""
-    closed = jax.make_jaxpr(_wrap(f, layout))(*specs)
+    try:
+        closed = jax.make_jaxpr(_wrap(f, layout))(*specs)
+    except Exception as err:
+        # The user's own error (an IndexError on an empty p, a ZeroDivisionError...) keeps its
+        # type; the note says which function raised it and on what it was traced.
+        if hasattr(err, "add_note"):
+            leaves = ", ".join(f"{np.dtype(s.dtype).name}{list(s.shape)}" for s in layout.slots)
+            err.add_note(f"shoal.ode.solve: raised while tracing {name}(y, t, p) with y "
+                         f"{dtype.name}[{n_vars}], t a {dtype.name} scalar and p's leaves "
+                         f"[{leaves}]")
+        raise
     outs = closed.out_avals
     if len(outs) != 1:
         raise ModelTraceError(

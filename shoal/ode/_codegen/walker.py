@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 
+import jax
 import jax.extend.core as jex_core
 import jax.numpy as jnp
 import numpy as np
@@ -143,4 +144,10 @@ class Walker:
         except Exception:  # noqa: BLE001 - fall back to symbolic translation
             return None
         outs = out if eqn.primitive.multiple_results else [out]
+        if any(jnp.issubdtype(o.dtype, jax.dtypes.extended) for o in outs):
+            # A PRNG key (jax.random in f) has no NumPy value: name it rather than fail there.
+            raise NotImplementedError(
+                f"shoal cannot translate random numbers (primitive '{eqn.primitive.name}' makes a "
+                f"{outs[0].dtype} at {self.where(eqn)}): draw them outside f and pass them in p"
+            )
         return [const_sym(np.asarray(o)) for o in outs]
