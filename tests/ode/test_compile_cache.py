@@ -116,30 +116,6 @@ def test_compiler_fallback_when_cxx_is_missing(monkeypatch):
         _jit.find_compiler.cache_clear()
 
 
-def test_concurrent_processes_compile_once(tmp_path):
-    log = tmp_path / "compiles.log"
-    wrapper = tmp_path / "cxx"
-    wrapper.write_text(textwrap.dedent(f"""\
-        #!/bin/sh
-        case "$*" in *--version*|*-###*) ;; *) echo compile >> {log} ;; esac
-        exec c++ "$@"
-        """))
-    wrapper.chmod(0o755)
-    src = _source(uuid.uuid4().hex)
-    script = textwrap.dedent(f"""
-        from shoal import _jit
-        print(_jit.compile_library({src!r}))
-    """)
-    env = dict(os.environ, CXX=str(wrapper), SHOAL_CACHE_DIR=str(tmp_path / "cache"),
-               PYTHONPATH=str(ROOT))
-    procs = [subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE,
-                              text=True) for _ in range(3)]
-    outs = [p.communicate(timeout=300)[0].strip() for p in procs]
-    assert all(p.returncode == 0 for p in procs)
-    assert len(set(outs)) == 1
-    assert log.read_text().count("compile") == 1
-
-
 def test_native_tuning_does_not_change_results(tmp_path):
     # -march=native may vectorise but, without contraction or fast-math, not reorder arithmetic:
     # a Tsit5 and a dense Rodas5P solve are bit-identical with and without it.
