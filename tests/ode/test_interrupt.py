@@ -24,7 +24,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 CHILD = textwrap.dedent("""
-    import sys, threading, time
+    import signal, sys, threading, time
+    # A shell without job control starts background jobs with SIGINT ignored, and Python keeps
+    # it so (make test run with '&' in a script): restore Python's handler, as in a terminal.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     import jax, jax.numpy as jnp, numpy as np
     jax.config.update("jax_enable_x64", True)
     import shoal.ode
