@@ -23,7 +23,6 @@ from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax.custom_derivatives import SymbolicZero
 
 from shoal.ode import _codegen, _primitive, _times
@@ -168,7 +167,10 @@ def _parameter_tangents(dparams, dshared, params, shared, n_traj):
 
 def _zero_tangents(out):
     ys, accepted, rejected, status, event_time, event_state = out
-    ints = (np.zeros(i.shape, dtype=jax.dtypes.float0) for i in (accepted, rejected, status))
+    # Symbolic zeros for the integer outputs: they carry the primal's type (its varying manual
+    # axes under shard_map), as a float0 array built here would not.
+    ints = jax.custom_derivatives.zero_from_primal((accepted, rejected, status),
+                                                   symbolic_zeros=True)
     return (jnp.zeros_like(ys), *ints, jnp.zeros_like(event_time), jnp.zeros_like(event_state))
 
 

@@ -31,7 +31,8 @@ import numpy as np
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
-from shoal.ode._primitive import ShapedArray, second_order_jvp
+from shoal.ode import _partitioning
+from shoal.ode._primitive import second_order_jvp
 from shoal.ode._status import Status
 
 directional_p = Primitive("shoal_ode_directional")
@@ -58,8 +59,11 @@ def tangent_size(problem, n_save: int) -> int:
 @directional_p.def_abstract_eval
 def _abstract_eval(y0, params, shared, t_span, weights, tstops, first_step, dy0, dparams,
                    dshared, *, problem, given):
-    return ShapedArray((dy0.shape[0], y0.shape[0], tangent_size(problem, t_span.shape[-1])),
-                       y0.dtype)
+    varying = _partitioning.varying_axes(
+        (y0, params, shared, t_span, weights, tstops, first_step, dy0, dparams, dshared))
+    return _partitioning.result_aval(
+        y0, (dy0.shape[0], y0.shape[0], tangent_size(problem, t_span.shape[-1])), y0.dtype,
+        varying)
 
 
 def _error_components(problem, n: int) -> int:
@@ -260,6 +264,8 @@ def _evaluate(y0, params, shared, t_span, weights, tstops, first_step, dy0, dpar
 
 directional_p.def_impl(_evaluate)
 mlir.register_lowering(directional_p, mlir.lower_fun(_evaluate, multiple_results=False))
+# Its lowering holds ensemble solves, partitioned at lowering time (_partitioning.py).
+_partitioning.require_devices_when_lowering(directional_p)
 
 
 def _batch(args, dims, *, problem, given):

@@ -21,7 +21,7 @@ import numpy as np
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
-from shoal.ode import _build, _memory, _ode_ext
+from shoal.ode import _build, _memory, _ode_ext, _partitioning
 from shoal.ode._options import SolveOptions
 
 try:  # the usual eager implementation of a primitive: compile it alone, cached by parameters
@@ -29,10 +29,6 @@ try:  # the usual eager implementation of a primitive: compile it alone, cached 
 except ImportError:  # pragma: no cover - JAX moved it: jit per call works, uncached
     def _apply_primitive(prim, *args, **params):
         return jax.jit(functools.partial(prim.bind, **params))(*args)
-
-ShapedArray = getattr(jax.core, "ShapedArray", None)
-if ShapedArray is None:  # pragma: no cover - depends on the JAX version
-    from jax._src.core import ShapedArray
 
 TARGET_CPU = "shoal_ode_solve_cpu"
 TARGET_CUDA = "shoal_ode_solve_cuda"
@@ -54,13 +50,14 @@ def _abstract_eval(y0, params, shared, t_span, weights, atol, tstops, first_step
     lead = y0.shape[:-1]
     model = build.model
     n_saved = model.n_saved * (y0.shape[-1] // model.n_vars)  # a joint state saves its columns
-    shape = lead + (t_span.shape[-1], n_saved)
-    stat = ShapedArray(lead, np.int32)
     # Without an event the event outputs are empty (trailing size 0).
     event = 1 if model.has_event else 0
-    return [ShapedArray(shape, y0.dtype), stat, stat, stat,
-            ShapedArray(lead + (event,), y0.dtype),
-            ShapedArray(lead + (y0.shape[-1] * event,), y0.dtype)]
+    shapes = [(lead + (t_span.shape[-1], n_saved), y0.dtype), (lead, np.int32),
+              (lead, np.int32), (lead, np.int32), (lead + (event,), y0.dtype),
+              (lead + (y0.shape[-1] * event,), y0.dtype)]
+    varying = _partitioning.varying_axes(
+        (y0, params, shared, t_span, weights, atol, tstops, first_step, progress))
+    return [_partitioning.result_aval(y0, shape, dtype, varying) for shape, dtype in shapes]
 
 
 def _batch(args, dims, **static):
@@ -97,11 +94,21 @@ def _lowering(target: str, compiled_model):
     return lower
 
 
-mlir.register_lowering(ensemble_p, _lowering(TARGET_CPU, _build.host_library), platform="cpu")
-mlir.register_lowering(
-    ensemble_p,
-    _lowering(TARGET_CUDA, lambda build: _build.device_cubins(build, _build.cuda_architectures())),
-    platform="cuda")
+def _aligned(avals_in):
+    """How many leading dimensions of each operand line up with the results' (the ensemble and
+    vmap dimensions): all but its last."""
+    return [a.ndim - 1 for a in avals_in]
+
+
+def _register(platform, target, compiled_model):
+    rule = _partitioning.partitioned(_lowering(target, compiled_model), ensemble_p.bind, _aligned)
+    mlir.register_lowering(ensemble_p, rule, platform=platform)
+
+
+_register("cpu", TARGET_CPU, _build.host_library)
+_register("cuda", TARGET_CUDA,
+          lambda build: _build.device_cubins(build, _build.cuda_architectures()))
+_partitioning.require_devices_when_lowering(ensemble_p)
 
 
 def ensemble_solve(y0, params, shared, t_span, weights, atol, tstops, first_step, progress=None,
