@@ -69,7 +69,9 @@ def _eigh_core_jvp(cfg: _Config, primals, tangents):
         b_full, w, v, da, db, problem=options.problem, threshold=threshold,
         broadening=cfg.broadening,
     )  # fmt: skip
-    dinfo = np.zeros(info.shape, dtype=jax.dtypes.float0)
+    # A symbolic zero of info's own tangent type: it keeps info's varying manual axes, which a
+    # plain float0 array would lack inside shard_map (check_vma).
+    dinfo = SymbolicZero(jax.typeof(info).to_tangent_aval())
     if options.vectors:
         return (w, v, info), (dw, dv, dinfo)
     return (w, None, info), (dw, None, dinfo)

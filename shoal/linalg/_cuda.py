@@ -25,6 +25,7 @@ from jax.scipy.linalg import solve_triangular
 from shoal.linalg import _ffi
 from shoal.linalg._jax_impl import conj_transpose, finish, hermitian
 from shoal.linalg._options import EighOptions, Problem, Triangle
+from shoal.linalg._primitive import eigh_call, register_batch_partitionable
 
 # syevjBatched's limit.
 JACOBI_MAX_N = 32
@@ -143,6 +144,7 @@ def _decide() -> tuple[bool, str, bool]:
         return False, where, True
     for name, capsule in _ffi._linalg_ext.cuda_registrations().items():
         jax.ffi.register_ffi_target(name, capsule, platform="CUDA")
+        register_batch_partitionable(name)
     return True, f"cuSOLVER {_ffi._linalg_ext.cusolver_version()} from {where}", True
 
 
@@ -173,36 +175,20 @@ def enabled() -> bool:
 
 def call_eigh(a, options: EighOptions, *, algorithm: Algorithm):
     """The standard problem -> (buffer (..., n, n) holding Vᴴ, w (..., n), info (...,) int32)."""
-    batch, n = a.shape[:-2], a.shape[-1]
+    n = a.shape[-1]
     real = jnp.finfo(a.dtype).dtype
-    out = [
-        jax.ShapeDtypeStruct(a.shape, a.dtype),
-        jax.ShapeDtypeStruct(batch + (n,), real),
-        jax.ShapeDtypeStruct(batch, np.int32),
-    ]
-    call = jax.ffi.ffi_call(
-        "shoal_linalg_eigh_cuda", out, vmap_method="broadcast_all", input_output_aliases={0: 0}
-    )
-    return call(a, options=options.attribute(), algorithm=np.int64(algorithm))
+    out = [((n, n), a.dtype), ((n,), real), ((), np.int32)]
+    return tuple(eigh_call("shoal_linalg_eigh_cuda", [a], out, options,
+                           extra=[("algorithm", np.int64(algorithm))], aliases=[(0, 0)]))
 
 
 def call_eigh_gen(a, b, options: EighOptions):
     """A generalized problem -> (buffer (..., n, n) holding Vᴴ, w (..., n), info (...,) int32)."""
-    batch, n = a.shape[:-2], a.shape[-1]
+    n = a.shape[-1]
     real = jnp.finfo(a.dtype).dtype
-    out = [
-        jax.ShapeDtypeStruct(a.shape, a.dtype),
-        jax.ShapeDtypeStruct(b.shape, b.dtype),
-        jax.ShapeDtypeStruct(batch + (n,), real),
-        jax.ShapeDtypeStruct(batch, np.int32),
-    ]
-    call = jax.ffi.ffi_call(
-        "shoal_linalg_eigh_gen_cuda",
-        out,
-        vmap_method="broadcast_all",
-        input_output_aliases={0: 0, 1: 1},
-    )
-    buf, _, w, info = call(a, b, options=options.attribute())
+    out = [((n, n), a.dtype), ((n, n), b.dtype), ((n,), real), ((), np.int32)]
+    buf, _, w, info = eigh_call("shoal_linalg_eigh_gen_cuda", [a, b], out, options,
+                                aliases=[(0, 0), (1, 1)])
     return buf, w, info
 
 

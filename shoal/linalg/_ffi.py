@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from shoal.linalg._options import EighOptions
+from shoal.linalg._primitive import eigh_call, register_batch_partitionable
 
 try:
     from shoal.linalg import _linalg_ext
@@ -100,6 +101,7 @@ def _register() -> None:
     _linalg_ext.set_max_batch_workers(_max_batch_workers())
     for name, capsule in _linalg_ext.registrations().items():
         jax.ffi.register_ffi_target(name, capsule, platform="cpu")
+        register_batch_partitionable(name)
     _registered = True
 
 
@@ -110,15 +112,10 @@ def kernel_eigh(a, b, options: EighOptions):
     Returns ``(w, v, info)``: w (..., m) real, v (..., n, m) or None, info (...,) int32.
     """
     _register()
-    batch, n = a.shape[:-2], a.shape[-1]
+    n = a.shape[-1]
     m = options.count(n)
     real = jnp.finfo(a.dtype).dtype
-    out = [
-        jax.ShapeDtypeStruct(batch + (m,), real),
-        jax.ShapeDtypeStruct(batch + ((n, m) if options.vectors else (0,)), a.dtype),
-        jax.ShapeDtypeStruct(batch, np.int32),
-    ]
+    out = [((m,), real), ((n, m) if options.vectors else (0,), a.dtype), ((), np.int32)]
     target = "shoal_linalg_eigh_cpu" if b is None else "shoal_linalg_eigh_gen_cpu"
-    call = jax.ffi.ffi_call(target, out, vmap_method="broadcast_all")
-    w, v, info = call(*([a] if b is None else [a, b]), options=options.attribute())
+    w, v, info = eigh_call(target, [a] if b is None else [a, b], out, options)
     return w, (v if options.vectors else None), info
