@@ -19,9 +19,10 @@ import functools
 
 import jax
 import numpy as np
-from jax._src import core as _core  # get_cur_mesh_sharding, as ffi_call's abstract eval
 from jax.extend.core import Primitive
 from jax.interpreters import batching, mlir
+
+from shoal._manual_axes import result_aval, varying_axes
 
 try:  # the usual eager implementation of a primitive: compile it alone, cached by parameters
     from jax._src.dispatch import apply_primitive as _apply_primitive
@@ -51,43 +52,13 @@ def register_batch_partitionable(name: str) -> None:
         register(name)
 
 
-def _varying(avals):
-    """The union of the inputs' varying manual axes (shard_map's check_vma): an output varies
-    over every axis some input varies over."""
-    out = frozenset()
-    for a in avals:
-        mat = getattr(a, "manual_axis_type", None)
-        out |= getattr(mat, "varying", None) or getattr(a, "vma", None) or frozenset()
-    return out
-
-
-def _result_aval(a, shape, dtype, varying):
-    """``a``'s aval reshaped: the batch dims keep their (explicit) sharding, the core dims none."""
-    k = a.ndim - NON_BATCH_DIMS
-    sharding = a.sharding
-    if sharding.mesh.empty:
-        sharding = _core.get_cur_mesh_sharding()
-    else:
-        spec = tuple(sharding.spec) + (None,) * (a.ndim - len(sharding.spec))
-        sharding = sharding.update(
-            spec=jax.sharding.PartitionSpec(*spec[:k], *(None,) * (len(shape) - k)))
-    mat = getattr(a, "manual_axis_type", None)
-    if mat is not None:
-        return a.update(shape=shape, dtype=dtype, weak_type=False, sharding=sharding,
-                        manual_axis_type=type(mat)(varying=varying))
-    if hasattr(a, "vma"):  # pragma: no cover - JAX versions that keep vma on the aval
-        return a.update(shape=shape, dtype=dtype, weak_type=False, sharding=sharding,
-                        vma=varying)
-    return a.update(shape=shape, dtype=dtype, weak_type=False,
-                    sharding=sharding)  # pragma: no cover
-
-
 @eigh_call_p.def_abstract_eval
 def _abstract_eval(*avals, results, **_):
     a = avals[0]
     batch = a.shape[:-NON_BATCH_DIMS]
-    varying = _varying(avals)
-    return [_result_aval(a, batch + core, np.dtype(dtype), varying) for core, dtype in results]
+    varying = varying_axes(avals)
+    return [result_aval(a, batch + core, np.dtype(dtype), varying, len(batch))
+            for core, dtype in results]
 
 
 def _batch(args, dims, **params):

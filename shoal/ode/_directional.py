@@ -31,6 +31,7 @@ import numpy as np
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
+from shoal._manual_axes import result_aval, varying_axes
 from shoal.ode import _partitioning
 from shoal.ode._primitive import second_order_jvp
 from shoal.ode._status import Status
@@ -59,11 +60,11 @@ def tangent_size(problem, n_save: int) -> int:
 @directional_p.def_abstract_eval
 def _abstract_eval(y0, params, shared, t_span, weights, tstops, first_step, dy0, dparams,
                    dshared, *, problem, given):
-    varying = _partitioning.varying_axes(
+    varying = varying_axes(
         (y0, params, shared, t_span, weights, tstops, first_step, dy0, dparams, dshared))
-    return _partitioning.result_aval(
-        y0, (dy0.shape[0], y0.shape[0], tangent_size(problem, t_span.shape[-1])), y0.dtype,
-        varying)
+    # (M, N, K): the directions in front of the ensemble (no explicit sharding kept).
+    shape = (dy0.shape[0], y0.shape[0], tangent_size(problem, t_span.shape[-1]))
+    return result_aval(y0, shape, y0.dtype, varying, 0)
 
 
 def _error_components(problem, n: int) -> int:

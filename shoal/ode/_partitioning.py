@@ -40,31 +40,6 @@ except ImportError:  # pragma: no cover - JAX moved them: solves lower as one ca
     _dispatch = _sharding_impls = None
 
 
-def varying_axes(avals) -> frozenset:
-    """The union of the operands' varying manual axes (``shard_map``'s type): a trajectory's
-    result varies wherever any of its inputs does. JAX 0.10 keeps them in
-    ``aval.manual_axis_type.varying``; other versions in ``aval.vma``."""
-    axes = frozenset()
-    for aval in avals:
-        vma = getattr(aval, "vma", None)
-        if vma is None:
-            mat = getattr(aval, "manual_axis_type", None)
-            vma = mat.varying if mat is not None else frozenset()
-        axes |= frozenset(vma)
-    return axes
-
-
-def result_aval(template, shape, dtype, varying: frozenset):
-    """A result of ``shape`` and ``dtype`` on the template operand's mesh, varying over
-    ``varying`` (the template is y0, whose aval carries the mesh inside ``shard_map``)."""
-    sharding = NamedSharding(template.sharding.mesh, PartitionSpec())
-    if hasattr(template, "manual_axis_type"):
-        return template.update(shape=shape, dtype=dtype, weak_type=False, sharding=sharding,
-                               manual_axis_type=template.manual_axis_type.update(varying=varying))
-    return template.update(shape=shape, dtype=dtype, weak_type=False, sharding=sharding,
-                           vma=varying)  # pragma: no cover - other JAX versions
-
-
 def _spans_devices(ctx) -> bool:
     """True when the module is partitioned by XLA over more than one device (plain jit with
     sharded operands), False inside a fully manual ``shard_map`` or on one device."""

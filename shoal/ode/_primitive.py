@@ -21,6 +21,7 @@ import numpy as np
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
+from shoal._manual_axes import result_aval, varying_axes
 from shoal.ode import _build, _memory, _ode_ext, _partitioning
 from shoal.ode._options import SolveOptions
 
@@ -55,9 +56,9 @@ def _abstract_eval(y0, params, shared, t_span, weights, atol, tstops, first_step
     shapes = [(lead + (t_span.shape[-1], n_saved), y0.dtype), (lead, np.int32),
               (lead, np.int32), (lead, np.int32), (lead + (event,), y0.dtype),
               (lead + (y0.shape[-1] * event,), y0.dtype)]
-    varying = _partitioning.varying_axes(
-        (y0, params, shared, t_span, weights, atol, tstops, first_step, progress))
-    return [_partitioning.result_aval(y0, shape, dtype, varying) for shape, dtype in shapes]
+    varying = varying_axes((y0, params, shared, t_span, weights, atol, tstops, first_step,
+                            progress))
+    return [result_aval(y0, shape, dtype, varying, len(lead)) for shape, dtype in shapes]
 
 
 def _batch(args, dims, **static):

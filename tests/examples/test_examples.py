@@ -17,12 +17,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_smoke(name: str, timeout: float = 240.0) -> dict[str, float]:
+def run_smoke(name: str, timeout: float = 240.0, args=()) -> dict[str, float]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
     env.setdefault("MPLBACKEND", "Agg")
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / name / "main.py"), "--smoke"],
+        [sys.executable, str(ROOT / "examples" / name / "main.py"), "--smoke", *args],
         env=env,
         capture_output=True,
         text=True,
@@ -60,3 +60,11 @@ def test_mukhanov_sasaki_smoke():
     assert c["n_s_deviation_from_slow_roll"] < 0.01
     assert 1e-9 < c["P_R_at_pivot"] < 4e-9
     assert c["P_R_rel_error"] < 1e-5
+
+
+def test_distributed_smoke():
+    # Two local processes (jax.distributed), one CPU device each: the scan's best point is the
+    # true one (on the grid), the result spans both processes' devices.
+    c = run_smoke("distributed", timeout=180.0, args=("--local", "2"))
+    assert c["best_damping"] == 0.3 and abs(c["best_omega"] - 1.7) < 1e-12
+    assert c["sharded_over"] == 2 and c["gradients_finite"] == 1
