@@ -4,11 +4,15 @@ Each configuration runs in fresh processes (XLA_FLAGS and jax.distributed must b
 starts). Every device's solve gets one shoal worker thread (SHOAL_NUM_THREADS=1), so a device is a
 core and the parallel efficiency T(1 device) / (k T(k devices)) measures what sharding costs or
 loses; a last row gives one device shoal's own two threads, what one device already does on this
-machine. Two workloads: a plain solve (Lorenz, Tsit5, the final state) and value_and_grad of a
-loss through a stiff solve (Robertson, Rodas5P, joint sensitivities; the gradient with respect to
-every member's rate constants). Every configuration's result is checked against the first's.
+machine. Workloads: a plain solve (Lorenz, Tsit5, the final state) over rho = linspace(0, 28, N),
+whose second half takes 2.4x the steps of the first (a block split is unbalanced), and the same
+members in a random order; value_and_grad of a loss through a stiff solve (Robertson, Rodas5P,
+joint sensitivities; the gradient with respect to every member's rate constants); and the peer,
+diffrax's jit(vmap(diffeqsolve)) Tsit5 on N/8 of the shuffled Lorenz members, sharded the same
+way (XLA partitions its batched while loop). Every configuration's result is checked against the
+first's.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/scaling.py              # ~2 min on 2 idle cores
+    PYTHONPATH=. .venv/bin/python benchmarks/scaling.py              # ~1 min on 2 idle cores
     PYTHONPATH=. .venv/bin/python benchmarks/scaling.py --quick      # smaller ensembles
 
 Results: benchmarks/results/scaling.md (and .json).
@@ -28,6 +32,12 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+
+WORKLOADS = ("lorenz_plain", "lorenz_shuffled", "robertson_grad")
+
+
+def workloads(args):
+    return WORKLOADS + (("diffrax_lorenz",) if args.peer else ())
 
 CONFIGS = [  # (label, processes, devices per process, shoal threads per device)
     ("1 device, 1 thread", 1, 1, 1),
@@ -87,10 +97,33 @@ def worker(args) -> None:
         return jnp.sum(ys[:, -1, 2]) + jnp.sum(ys[:, 1, 0] ** 2)
 
     grad = jax.jit(jax.value_and_grad(loss))
-    workloads = {"lorenz_plain": (plain, (global_array(y0_l), global_array(rho))),
-                 "robertson_grad": (grad, (global_array(k), global_array(y0_r)))}
+    # rho sorted gives the second half of the ensemble 2.4x the steps of the first: a block
+    # split is unbalanced. The same members in a random order balance it.
+    order = np.random.default_rng(0).permutation(n_l)
+    workloads = {"lorenz_plain": (plain, (global_array(y0_l), global_array(rho)), None),
+                 "lorenz_shuffled": (plain, (global_array(y0_l), global_array(rho[order])),
+                                     np.argsort(order)),
+                 "robertson_grad": (grad, (global_array(k), global_array(y0_r)), None)}
+    if args.peer:
+        import diffrax
+
+        n_d = args.lorenz_n // 8
+        rho_d = rho[np.random.default_rng(1).permutation(n_l)[:n_d]]
+
+        @jax.jit
+        def peer(rho):
+            def one(r):
+                term = diffrax.ODETerm(lambda t, y, r: lorenz(y, t, r))
+                sol = diffrax.diffeqsolve(
+                    term, diffrax.Tsit5(), 0.0, 10.0, 1e-6, jnp.asarray([1.0, 0.0, 0.0]), r,
+                    stepsize_controller=diffrax.PIDController(rtol=1e-8, atol=1e-8),
+                    saveat=diffrax.SaveAt(t1=True), max_steps=100_000)
+                return sol.ys[-1]
+            return jax.vmap(one)(rho)
+
+        workloads["diffrax_lorenz"] = (peer, (global_array(rho_d),), None)
     record = {}
-    for name, (fn, operands) in workloads.items():
+    for name, (fn, operands, unshuffle) in workloads.items():
         jax.block_until_ready(fn(*operands))  # compile and warm up
         times = []
         for _ in range(args.repeats):
@@ -100,6 +133,8 @@ def worker(args) -> None:
             times.append(time.perf_counter() - start)
         result = jax.tree.leaves(fn(*operands))[-1]  # the final states / the gradient
         gathered = np.asarray(multihost_utils.process_allgather(result, tiled=True))
+        if unshuffle is not None:
+            gathered = gathered[unshuffle]
         record[name] = {"times": times}
         if args.process_id == 0:
             np.save(f"{args.out}.{name}.npy", gathered)
@@ -123,7 +158,8 @@ def run_config(label, processes, devices, threads, args, tmp):
     coordinator = f"127.0.0.1:{_free_port()}"
     cmd = [sys.executable, __file__, "--worker", "--processes", str(processes), "--coordinator",
            coordinator, "--out", out, "--repeats", str(args.repeats), "--lorenz-n",
-           str(args.lorenz_n), "--robertson-n", str(args.robertson_n)]
+           str(args.lorenz_n), "--robertson-n", str(args.robertson_n)] + \
+        ([] if args.peer else ["--no-peer"])
     procs = [subprocess.Popen(cmd + ["--process-id", str(i)], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for i in range(processes)]
     for p in procs:
@@ -147,6 +183,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--lorenz-n", type=int, default=16384)
     parser.add_argument("--robertson-n", type=int, default=2048)
+    parser.add_argument("--no-peer", dest="peer", action="store_false",
+                        help="skip diffrax (jit(vmap(diffeqsolve)) on the same sharding)")
     parser.add_argument("--quick", action="store_true", help="N = 2048 and 256, 3 repeats")
     args = parser.parse_args()
     if args.worker:
@@ -163,12 +201,13 @@ def main() -> None:
         for label, processes, devices, threads in CONFIGS:
             out, records = run_config(label, processes, devices, threads, args, tmp)
             row = {"config": label, "cores": processes * devices * threads}
-            for name in ("lorenz_plain", "robertson_grad"):
+            for name in workloads(args):
                 # A call ends with its slowest process: the per-repeat maximum, then the median.
                 per_repeat = np.max([r[name]["times"] for r in records], axis=0)
                 row[f"{name}_s"] = float(np.median(per_repeat))
                 result = np.load(f"{out}.{name}.npy")
-                reference.setdefault(name, result)
+                reference.setdefault(name.replace("_shuffled", "_plain"), result)
+                reference.setdefault(name, reference[name.replace("_shuffled", "_plain")])
                 row[f"{name}_max_diff"] = float(np.max(np.abs(result - reference[name])))
             rows.append(row)
             print(row, flush=True)
@@ -179,14 +218,21 @@ def main() -> None:
               f"Robertson Rodas5P N = {args.robertson_n}, value_and_grad (rtol 1e-6, atol 1e-10); "
               f"median of {args.repeats} calls after a warm-up; each process's SHOAL_NUM_THREADS "
               "as the row says", "",
-              "| configuration | cores | Lorenz plain (s) | efficiency | Robertson grad (s) | "
-              "efficiency | max diff vs row 1 |", "|---|---|---|---|---|---|---|"]
+              "| configuration | cores | Lorenz, rho sorted (s) | eff. | Lorenz, shuffled (s) | "
+              "eff. | Robertson grad (s) | eff. |"
+              + (f" diffrax Lorenz N = {args.lorenz_n // 8} (s) | eff. |" if args.peer else "")
+              + " shoal: max diff vs row 1 |"
+              + (" diffrax: max diff vs row 1 |" if args.peer else ""),
+              "|---" * (2 * len(workloads(args)) + 2 + (2 if args.peer else 1)) + "|"]
     for row in rows:
-        cores = row["cores"]
-        eff = [base[f"{n}_s"] / (cores * row[f"{n}_s"]) for n in ("lorenz_plain", "robertson_grad")]
-        diff = max(row["lorenz_plain_max_diff"], row["robertson_grad_max_diff"])
-        lines.append(f"| {row['config']} | {cores} | {row['lorenz_plain_s']:.3f} | {eff[0]:.2f} | "
-                     f"{row['robertson_grad_s']:.3f} | {eff[1]:.2f} | {diff:.1e} |")
+        cells = [row["config"], str(row["cores"])]
+        for name in workloads(args):
+            efficiency = base[f"{name}_s"] / (row["cores"] * row[f"{name}_s"])
+            cells += [f"{row[f'{name}_s']:.3f}", f"{efficiency:.2f}"]
+        cells.append(f"{max(row[f'{name}_max_diff'] for name in WORKLOADS):.1e}")
+        if args.peer:
+            cells.append(f"{row['diffrax_lorenz_max_diff']:.1e}")
+        lines.append("| " + " | ".join(cells) + " |")
     text = "\n".join(lines)
     print(text)
     RESULTS.mkdir(parents=True, exist_ok=True)
