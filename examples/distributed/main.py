@@ -118,11 +118,17 @@ def main() -> None:
         values, pullback = jax.vjp(chi2, p)
         (gradients,) = pullback(jnp.ones_like(values))
         best = jnp.argmin(values)
-        return values, gradients, values[best], p[best], jnp.all(jnp.isfinite(gradients))
+        # The gradient at the best point against central differences of chi2 there.
+        step = 1e-6 * jnp.eye(2)
+        probes = jnp.concatenate([p[best] + step, p[best] - step])
+        ends = chi2(probes)
+        central = (ends[:2] - ends[2:]) / 2e-6
+        error = jnp.max(jnp.abs(gradients[best] - central)) / jnp.max(jnp.abs(central))
+        return values, gradients, values[best], p[best], jnp.all(jnp.isfinite(gradients)), error
 
     # Every process runs the same jitted program (an op on a global array that only one process
     # runs would wait for the others forever).
-    values, gradients, best_value, best_p, finite = scan(params)
+    values, gradients, best_value, best_p, finite, error = scan(params)
     if jax.process_index() == 0:
         print(f"processes {jax.process_count()}, devices {jax.device_count()}, "
               f"grid {shape[0]} x {shape[1]}")
@@ -132,6 +138,7 @@ def main() -> None:
         print(f"CHECK best_omega {float(best_p[1]):.6f}")
         print(f"CHECK sharded_over {len(values.sharding.device_set)}")
         print(f"CHECK gradients_finite {int(finite)}")
+        print(f"CHECK gradient_vs_central_difference {float(error):.3e}")
     if jax.process_count() > 1:
         jax.distributed.shutdown()
 

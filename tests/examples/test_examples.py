@@ -68,3 +68,4 @@ def test_distributed_smoke():
     c = run_smoke("distributed", timeout=180.0, args=("--local", "2"))
     assert c["best_damping"] == 0.3 and abs(c["best_omega"] - 1.7) < 1e-12
     assert c["sharded_over"] == 2 and c["gradients_finite"] == 1
+    assert c["gradient_vs_central_difference"] < 1e-4
