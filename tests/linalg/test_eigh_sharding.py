@@ -8,11 +8,7 @@ outputs sharded like the input; gradients; an uneven batch; two batch dims; shar
 check_vma=True. Also: the CUDA lowering (lowered here, not run) carries the same attributes.
 """
 
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import jax
 import numpy as np
@@ -20,7 +16,7 @@ import numpy as np
 from shoal.linalg import _cuda
 from shoal.linalg._options import EighOptions, Problem
 
-ROOT = Path(__file__).resolve().parents[2]
+from host_devices import run_script
 
 SCRIPT = textwrap.dedent("""
     import jax, jax.numpy as jnp, numpy as np
@@ -127,13 +123,7 @@ SCRIPT = textwrap.dedent("""
 
 
 def test_batched_eigh_runs_shard_local():
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2",
-               JAX_PLATFORMS="cpu",
-               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
-                          env=env, timeout=300, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    assert proc.stdout.strip().endswith("ok")
+    run_script(SCRIPT, devices=2, timeout=300)
 
 
 def _cuda_text(fn, *shapes):

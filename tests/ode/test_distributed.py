@@ -8,7 +8,6 @@ same ensemble and compares: the trajectories and the per-member gradient bit for
 sum over 4 devices' partial sums) to rounding.
 """
 
-import os
 import socket
 import subprocess
 import sys
@@ -20,6 +19,7 @@ import numpy as np
 import shoal
 
 from distributed_problem import ensemble, loss_of, rhs, save_times
+from host_devices import environment
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -46,9 +46,7 @@ def _gather(records, name, n):
 
 
 def test_two_processes_solve_one_global_ensemble(tmp_path):
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2",
-               JAX_PLATFORMS="cpu",
-               PYTHONPATH=os.pathsep.join([str(ROOT), str(HERE), os.environ.get("PYTHONPATH", "")]))
+    env = environment(2, HERE)
     coordinator = f"127.0.0.1:{_free_port()}"
     workers = [subprocess.Popen([sys.executable, str(HERE / "distributed_worker.py"), coordinator,
                                  str(i), "2", str(tmp_path)], env=env, cwd=ROOT,

@@ -9,13 +9,9 @@ its outputs as varying over the manual axes, so differentiation works with the d
 before JAX starts).
 """
 
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from host_devices import run_script
 
 SCRIPT = textwrap.dedent("""
     from functools import partial
@@ -159,11 +155,4 @@ SCRIPT = textwrap.dedent("""
 
 
 def test_sharded_ensembles_run_shard_local_and_equal_the_unsharded_solve():
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2",
-               JAX_PLATFORMS="cpu",
-               PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests"),
-                                           os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
-                          env=env, timeout=900, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    assert proc.stdout.strip().endswith("ok")
+    run_script(SCRIPT, devices=2, timeout=900)
