@@ -40,33 +40,43 @@ except ImportError:  # pragma: no cover - JAX moved them: solves lower as one ca
     _dispatch = _sharding_impls = None
 
 
-def _spans_devices(ctx) -> bool:
-    """True when the module is partitioned by XLA over more than one device (plain jit with
-    sharded operands), False inside a fully manual ``shard_map`` or on one device."""
+def _mesh(ctx):
+    """The module's mesh when XLA partitions it over several devices of a named mesh (plain jit
+    over NamedSharding operands), else None: one device, the device assignment not passed to
+    the lowering (a primitive outside require_devices_when_lowering's set), inside
+    ``shard_map`` (fully manual: each call is one shard already; partly manual: the ensemble is
+    solved whole on each device group of the auto axes, which is correct but redundant),
+    operands without a named mesh, or ``jax.export``. None lowers one plain call, gathered by
+    XLA, still correct."""
     if _sharding_impls is None:  # pragma: no cover
-        return False
-    context = ctx.module_context.axis_context
-    if isinstance(context, _sharding_impls.SPMDAxisContext):
-        return set(context.manual_axes) != set(context.mesh.axis_names)
-    if isinstance(context, _sharding_impls.ShardingContext):
-        # Without the device assignment (a primitive not in require_devices_when_lowering's
-        # set lowers it) custom_partitioning cannot run: one gathered call, still correct.
-        return context.num_devices > 1 and context.device_assignment is not None
-    return False
-
-
-def _replicated(ctx):
-    """Replication over the module's mesh (plain jit), or None (inside a partly manual
-    shard_map, whose operands are typed already)."""
+        return None
+    # jax.export cannot serialize custom_partitioning's host callbacks: an exported solve is
+    # one call (gathered).
+    if getattr(ctx.module_context.lowering_parameters, "for_export", False):
+        return None
     context = ctx.module_context.axis_context
     if not isinstance(context, _sharding_impls.ShardingContext):
         return None
     mesh = context.abstract_mesh
-    if mesh is None or mesh.empty:
-        devices = np.array(context.device_assignment)
-        return NamedSharding(Mesh(devices, ("devices",)), PartitionSpec())
-    devices = np.array(context.device_assignment).reshape(mesh.axis_sizes)
-    return NamedSharding(Mesh(devices, mesh.axis_names), PartitionSpec())
+    if (context.num_devices < 2 or context.device_assignment is None or mesh is None
+            or mesh.empty):
+        return None
+    return Mesh(np.array(context.device_assignment).reshape(mesh.axis_sizes), mesh.axis_names)
+
+
+def _batch_spec(shapes, layouts, n_lead: int):
+    """The ensemble's sharding: the mesh axes on the leading dimensions of the first of
+    ``shapes`` whose following dimensions are sharded (None each where none is)."""
+    for shape, follows in zip(shapes, layouts, strict=True):
+        spec = getattr(getattr(shape, "sharding", None), "spec", None)
+        if spec is None:
+            continue
+        spec = tuple(spec) + (None,) * n_lead
+        batch = tuple(spec[d] if d < len(follows) and follows[d] else None
+                      for d in range(n_lead))
+        if any(axis is not None for axis in batch):
+            return batch
+    return (None,) * n_lead
 
 
 def _leading_layout(avals_in, avals_out, aligned):
@@ -122,41 +132,43 @@ def partitioned(lower_local, bind_local, aligned):
     results' (``_leading_layout``)."""
 
     def lower(ctx, *args, **params):
-        layout = (_leading_layout(ctx.avals_in, ctx.avals_out, aligned(ctx.avals_in))
-                  if _spans_devices(ctx) else None)
+        mesh = _mesh(ctx)
+        layout = (None if mesh is None else
+                  _leading_layout(ctx.avals_in, ctx.avals_out, aligned(ctx.avals_in)))
         if layout is None:
             return lower_local(ctx, *args, **params)
         lead, layout_in, layout_out = layout
         avals_in, avals_out = ctx.avals_in, ctx.avals_out
+        ndims_in, ndims_out = [a.ndim for a in avals_in], [a.ndim for a in avals_out]
 
+        # The callbacks run inside XLA's partitioner, where an exception can abort the process:
+        # they only read shardings, with replication as the answer to anything unexpected.
         def partition(mesh, arg_shapes, result_shape):
-            ys_spec = tuple(result_shape[0].sharding.spec) + (None,) * len(lead)
-            batch = ys_spec[:len(lead)]
-            in_specs = _specs(batch, layout_in, [a.ndim for a in avals_in])
-            out_specs = _specs(batch, layout_out, [a.ndim for a in avals_out])
+            batch = _batch_spec(list(result_shape) + list(arg_shapes),
+                                layout_out + layout_in, len(lead))
+            in_specs = _specs(batch, layout_in, ndims_in)
+            out_specs = _specs(batch, layout_out, ndims_out)
             return (mesh, lambda *xs: tuple(bind_local(*xs, **params)),
                     tuple(NamedSharding(mesh, s) for s in out_specs),
                     tuple(NamedSharding(mesh, s) for s in in_specs))
 
         def infer(mesh, arg_shapes, result_shape):  # the GSPMD partitioner's question
-            y0_spec = tuple(arg_shapes[0].sharding.spec) + (None,) * len(lead)
-            return tuple(NamedSharding(mesh, s) for s in
-                         _specs(y0_spec[:len(lead)], layout_out, [a.ndim for a in avals_out]))
+            batch = _batch_spec(arg_shapes, layout_in, len(lead))
+            return tuple(NamedSharding(mesh, s) for s in _specs(batch, layout_out, ndims_out))
 
         call = custom_partitioning(lambda *xs: tuple(bind_local(*xs, **params)))
         call.def_partition(
             partition=partition, infer_sharding_from_operands=infer,
             propagate_user_sharding=None,
             sharding_rule=_rule(lead, layout_in, layout_out, avals_in, avals_out))
-        replicated = _replicated(ctx)
+        replicated = NamedSharding(mesh, PartitionSpec())
 
         def constrained_call(*xs):
             # An operand that does not follow the ensemble (the shared rows, the progress slot)
             # is replicated first: one placed on a single device (io_callback's progress slot
             # is) has a sharding custom_partitioning cannot read.
-            if replicated is not None:
-                xs = [x if any(follows) else jax.lax.with_sharding_constraint(x, replicated)
-                      for x, follows in zip(xs, layout_in, strict=True)]
+            xs = [x if any(follows) else jax.lax.with_sharding_constraint(x, replicated)
+                  for x, follows in zip(xs, layout_in, strict=True)]
             return call(*xs)
 
         return mlir.lower_fun(constrained_call, multiple_results=True)(ctx, *args)

@@ -11,6 +11,8 @@ before JAX starts).
 
 import textwrap
 
+import pytest
+
 from host_devices import run_script
 
 SCRIPT = textwrap.dedent("""
@@ -156,3 +158,53 @@ SCRIPT = textwrap.dedent("""
 
 def test_sharded_ensembles_run_shard_local_and_equal_the_unsharded_solve():
     run_script(SCRIPT, devices=2, timeout=900)
+
+
+MESH_2D = textwrap.dedent("""
+    import sys
+    import jax, jax.numpy as jnp, numpy as np
+    jax.config.update("jax_enable_x64", True)
+    jax.config.update("jax_use_shardy_partitioner", sys.argv[1] == "shardy")
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    import shoal
+    from ode_problems import oscillator
+
+    mesh = Mesh(np.array(jax.devices()).reshape(2, 2), ("a", "b"))
+    N = 8
+    y0 = jnp.asarray(np.tile([1.0, 0.0], (N, 1)))
+    w = jnp.asarray(np.random.default_rng(0).uniform(1.0, 3.0, (N, 1)))
+    event = shoal.ode.Event(lambda y, t, p: y[0], terminal=True, direction=-1)
+
+    def solve(y0, w):
+        return shoal.ode.solve(oscillator, y0, jnp.linspace(0.0, 3.0, 5), w, event=event,
+                               return_stats=True)
+
+    def event_times(w, y0):
+        return jnp.sum(solve(y0, w)[1]["event_time"] ** 2)
+
+    def same(a, b):
+        for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+            np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+    ref, ref_grad = jax.jit(solve)(y0, w), jax.jit(jax.grad(event_times))(w, y0)
+    for spec in (P(("a", "b")), P("a")):  # over all 4 devices; over "a", replicated over "b"
+        s = NamedSharding(mesh, spec)
+        args = (jax.device_put(y0, s), jax.device_put(w, s))
+        compiled = jax.jit(solve).lower(*args).compile()
+        assert "all-gather" not in compiled.as_text() and "all-to-all" not in compiled.as_text()
+        out = jax.jit(solve)(*args)
+        same(out, ref)
+        assert out[0].sharding.spec[0] == spec[0], out[0].sharding
+        same(jax.jit(jax.grad(event_times))(args[1], args[0]), ref_grad)
+    # shard_map manual over "a" only: each "b" group solves its shard whole (correct, redundant).
+    part = jax.jit(jax.shard_map(lambda y0, w: solve(y0, w)[0], mesh=mesh,
+                                 in_specs=(P("a"), P("a")), out_specs=P("a"), axis_names={"a"}))
+    s = NamedSharding(mesh, P("a"))
+    same(part(jax.device_put(y0, s), jax.device_put(w, s)), ref[0])
+    print("ok")
+""")
+
+
+@pytest.mark.parametrize("partitioner", ["shardy", "gspmd"])
+def test_two_dimensional_meshes_events_and_both_partitioners(partitioner):
+    run_script(MESH_2D.replace("sys.argv[1]", repr(partitioner)), devices=4, timeout=600)
