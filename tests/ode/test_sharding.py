@@ -144,7 +144,16 @@ SCRIPT = textwrap.dedent("""
             params_axes={"rate": None, "scale": 0}), (table,), (jnp.cos(knots),))[1]
     same(jax.jit(tangents)(table, jax.device_put(scale, along_n)), jax.jit(tangents)(table, scale))
 
-    # 7. Live progress: the slot operand (placed on one device by its io_callback) is
+    # 7. jax.export of a sharded solve: one call (custom_partitioning's callbacks cannot be
+    # serialized), still the same result.
+    spec = jax.ShapeDtypeStruct((N, 3), jnp.float64, sharding=along_n)
+    plain = jax.jit(lambda y0, p: shoal.ode.solve(lorenz, y0, t, p, method="tsit5"))
+    exported = jax.export.export(plain, disabled_checks=[
+        jax.export.DisabledSafetyCheck.custom_call("shoal_ode_solve_cpu")])(spec, spec)
+    same(exported.call(jax.device_put(y0_l, along_n), jax.device_put(p_l, along_n)),
+         plain(y0_l, p_l))
+
+    # 8. Live progress: the slot operand (placed on one device by its io_callback) is
     # replicated, and both devices count into it.
     seen = []
     counted = jax.jit(lambda y0, p: shoal.ode.solve(lorenz, y0, t, p, method="tsit5",
