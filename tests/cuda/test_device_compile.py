@@ -8,6 +8,7 @@ event. A reference model (Robertson) must not spill
 registers. Skipped, and reported as skipped, only where nvcc is not installed.
 """
 
+import os
 import re
 import shutil
 import subprocess
@@ -54,7 +55,9 @@ def _namespaced(model: _codegen.GeneratedModel, namespace: str) -> str:
     return model.source.replace("namespace shoal_generated", f"namespace {namespace}")
 
 
-def _translation_unit() -> str:
+def _translation_units(count: int) -> list[str]:
+    """The kernels split over ``count`` translation units (compiled in parallel: nvcc uses one
+    core per unit, and this is the suite's longest compile)."""
     rob = _codegen.generate_model(robertson, 3, 3, np.float64)
     ring_model = _codegen.generate_model(ring, 16, 1, np.float64)
     # A model with shared parameters (a run-time table): solve_one assembles its p.
@@ -102,22 +105,31 @@ def _translation_unit() -> str:
         ("shoal::ode::Rodas5PUsing<RingSparse>::JointStepper",
          "shoal::ode::Sensitivity<ring::Model, false, 0, 1>"),
     ]
-    for stepper, model in instances:
-        parts.append(f"template __global__ void solve_kernel<{stepper}, {model}>"
-                     "(ShoalEnsembleArgs);")
-    return "\n".join(parts)
+    units = []
+    for k in range(count):
+        kernels = [f"template __global__ void solve_kernel<{stepper}, {model}>"
+                   "(ShoalEnsembleArgs);" for stepper, model in instances[k::count]]
+        units.append("\n".join(parts + kernels))
+    return units
 
 
 @pytest.fixture(scope="module")
 def ptxas_report(tmp_path_factory):
-    src = tmp_path_factory.mktemp("device") / "kernels.cu"
-    src.write_text(_translation_unit())
-    proc = subprocess.run(
-        [NVCC, "-std=c++17", "-arch=sm_90", "--fmad=false", f"-I{include_dir()}", "-c",
-         str(src), "-o", str(src.with_suffix(".o")), "-Xptxas", "-v"],
-        capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, f"nvcc failed on {src}:\n{proc.stderr[-6000:]}"
-    return proc.stderr
+    folder = tmp_path_factory.mktemp("device")
+    jobs = []
+    for k, unit in enumerate(_translation_units(max(1, min(4, os.cpu_count() or 1)))):
+        src = folder / f"kernels{k}.cu"
+        src.write_text(unit)
+        jobs.append((src, subprocess.Popen(
+            [NVCC, "-std=c++17", "-arch=sm_90", "--fmad=false", f"-I{include_dir()}", "-c",
+             str(src), "-o", str(src.with_suffix(".o")), "-Xptxas", "-v"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
+    reports = []
+    for src, job in jobs:
+        _, err = job.communicate(timeout=900)
+        assert job.returncode == 0, f"nvcc failed on {src}:\n{err[-6000:]}"
+        reports.append(err)
+    return "\n".join(reports)
 
 
 def test_every_stepper_compiles_for_sm90(ptxas_report):
