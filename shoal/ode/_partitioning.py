@@ -20,6 +20,10 @@ dimensions alike: a size-1 row shared by the ensemble would be split too, and th
 device would read padding. Broadcasting those rows to the ensemble size instead would copy the
 shared parameters (tables) once per trajectory.
 
+The price of custom_partitioning: its callbacks run inside XLA's compiler, so JAX requires the
+devices at lowering time (``require_devices_when_lowering``) and cannot serialize them (an
+exported solve is one gathered call; an export with only an AbstractMesh is refused).
+
 An uneven split (N not divisible by the device count) pads the last shard: the padding rows are
 solved and dropped, so each device's program has the same shape. Every trajectory depends on its
 own row only, so the result equals the unsharded solve bit for bit.
