@@ -141,264 +141,334 @@ SHOAL_HD bool crosses(T g0, T g1, int direction) {
 
 }  // namespace detail
 
+// One trajectory's adaptive loop as a resumable machine, so that the same statements serve the
+// scalar path (integrate() below: one machine, one stepper) and the SIMD lanes engine
+// (lanes_ensemble.hpp: W machines whose step attempts run together in the lanes of one stepper).
+//   begin(stepper)             the first save, the first step size, the stepper's init
+//   next_attempt(stepper)      runs until a step attempt is due: true with (t, h) set, or false
+//                              once the trajectory is over (arrivals at stops and their saves
+//                              happen here)
+//   complete_attempt(stepper, y_new, err)   the attempt's verdict: the controller, events, saves
+//   finish()                   the unreached saves set to NaN; the status
+// `stepper` is anything with init/interpolate/accept of a stepper (the scalar stepper itself, or
+// one lane's view of the lanes stepper); step() is the caller's.
+template <template <class, class> class Stepper, class Model, class T>
+struct Integration {
+  static constexpr int n = Model::n_vars;
+  static constexpr int n_out = n_saved<Model>();
+  using S = Stepper<Model, T>;
+
+  Trajectory<T> tr;
+  IntegrateOptions<T> opt;
+  IntegrateStats* stats;
+  T y[n];
+  T t = T(0), h = T(0);
+  Status status = kSuccess;
+
+  SHOAL_HD Integration(const Trajectory<T>& trajectory, const IntegrateOptions<T>& options,
+                       IntegrateStats* statistics)
+      : tr(trajectory), opt(options), stats(statistics), ctrl{options.controller, S::error_order} {}
+
+  template <class St>
+  SHOAL_HD void begin(St& stepper) {
+    const T* t_span = tr.t_span;
+    const int n_save = tr.n_save;
+    stats->accepted = 0;
+    stats->rejected = 0;
+    const T nan = T(0) / T(0);
+    if constexpr (has_event<Model>()) {
+      tr.event_time[0] = nan;
+      for (int i = 0; i < n; ++i) tr.event_state[i] = nan;
+    }
+    bool valid = n_save >= 1 && math::is_finite(t_span[0]);
+    for (int j = 1; valid && j < n_save; ++j)
+      valid = math::is_finite(t_span[j]) && t_span[j] > t_span[j - 1];
+    bool finite_y0 = true;
+    for (int i = 0; i < n; ++i) finite_y0 = finite_y0 && math::is_finite(tr.y0[i]);
+    if (!valid) {
+      status = kInvalidInput;
+      over = true;
+      return;
+    }
+    if (!finite_y0) {
+      status = kNonFinite;
+      over = true;
+      return;
+    }
+    for (int i = 0; i < n; ++i) y[i] = tr.y0[i];
+    record(0, y);
+    saved = 1;
+
+    t0 = t_span[0];
+    t_final = t_span[n_save - 1];
+    max_step = opt.max_step > T(0) ? opt.max_step : inf();
+    t = t0;
+    n_error = opt.error_components > 0 && opt.error_components < n ? opt.error_components : n;
+    count = weighted_count(n_error, tr.weights);
+
+    h = tr.first_step > T(0) && math::is_finite(tr.first_step) ? tr.first_step : opt.first_step;
+    if (!(h > T(0)) || !math::is_finite(h)) {
+      h = T(1e-6) * (t_final - t0);
+      if (opt.estimate_first_step) {
+        const T estimate = detail::restart_step<Model>(y, t0, tr.p, t_final - t0, n,
+                                                       weighted_count(n, tr.weights), tr.weights,
+                                                       tr.atol, opt.controller, S::error_order);
+        // At least a few floats of t, so that the step is one. (On the BBN network a y0
+        // column's transient at 1e16/s made 1e-6 · the span 1.7e-3 wrong in its gradient.)
+        const T ulp = math::next_after(math::abs(t0), inf()) - math::abs(t0);
+        h = math::min(h, math::max(estimate, T(4) * ulp));
+      }
+    }
+    // The first stop at or after the start (a NaN one is skipped): one at t_0 itself applies
+    // its jump before the first step, after the first save has recorded y0 as given.
+    while (next_stop < tr.n_tstops && !(tr.tstops[next_stop] >= t)) ++next_stop;
+    stepper.init(y, t, tr.p);
+    if constexpr (has_event<Model>()) Model::template event<T>(y, t, tr.p, &g_prev);
+  }
+
+  template <class St>
+  SHOAL_HD bool next_attempt(St& stepper) {
+    const T* t_span = tr.t_span;
+    const int n_save = tr.n_save;
+    for (;;) {
+      if (arrival_pending) {
+        arrival_pending = false;
+        arrive(stepper);
+      }
+      if (over || saved >= n_save) return false;
+      stop_ahead = next_stop < tr.n_tstops && tr.tstops[next_stop] < t_final;
+      target = stop_ahead ? tr.tstops[next_stop] : t_final;
+      // Where a step that reaches the target ends: the target itself, or left of a stop.
+      const T end = stop_ahead ? math::next_after(math::next_after(target, -inf()), -inf())
+                               : target;
+      if (stop_ahead && !(end > t)) {  // already within two floats of the stop
+        while (saved < n_save && t_span[saved] <= target) record(saved++, y);
+        arrival_pending = true;
+        continue;
+      }
+      if (cancelled(tr.cancel)) return end_with(kCancelled);
+      if (attempts >= opt.max_steps) return end_with(kMaxStepsReached);
+      if (h > max_step) h = max_step;
+      // Land exactly on the end rather than leave a sliver for one more step.
+      lands = h >= end - t;
+      if (lands) h = end - t;
+      t_next = lands ? end : t + h;
+      if (!(t_next > t)) {
+        return end_with(last_rejection_by_sensitivities ? kSensitivityFailure
+                        : last_rejection_non_finite     ? kNonFinite
+                                                        : kStepSizeUnderflow);
+      }
+      ++attempts;
+      return true;
+    }
+  }
+
+  template <class St>
+  SHOAL_HD void complete_attempt(St& stepper, const T* y_new, const T* err) {
+    const T* t_span = tr.t_span;
+    const int n_save = tr.n_save;
+    T norm = error_norm(n_error, count, err, y, y_new, tr.weights, tr.atol, ctrl.opt);
+    // Components outside the norm still may not go NaN or Inf.
+    for (int i = n_error; i < n; ++i) {
+      if (!math::is_finite(y_new[i])) norm = inf();
+    }
+    const bool accepted = PidController<T>::accepts(norm);
+    const T factor = ctrl.factor(norm, accepted);
+    if (!accepted) {
+      ++stats->rejected;
+      last_rejection_non_finite = !math::is_finite(norm);
+      last_rejection_by_sensitivities = false;
+      if constexpr (state_vars<Model>() < n) {
+        constexpr int n_state = state_vars<Model>();
+        last_rejection_by_sensitivities = PidController<T>::accepts(
+            error_norm(n_state, weighted_count(n_state, tr.weights), err, y, y_new, tr.weights,
+                       tr.atol, ctrl.opt));
+      }
+      // Before any accepted step, an error that grew as h shrank is a transient the steps
+      // cannot resolve (an L-stable step over it is accurate; the estimate is worst at
+      // λh ~ 10): go back above the best attempt instead of shrinking into it, a few times.
+      if (stats->accepted == 0 && math::is_finite(norm)) {
+        if (norm > search_norm && h < search_h && search_turns < 4) {
+          ++search_turns;
+          h = search_h * ctrl.opt.factor_max;
+          search_norm = inf();
+          return;
+        }
+        if (norm < search_norm) {
+          search_norm = norm;
+          search_h = h;
+        }
+      }
+      h *= factor;
+      return;
+    }
+    ++stats->accepted;
+    last_rejection_non_finite = false;
+    last_rejection_by_sensitivities = false;
+
+    // An event inside (t, t_next]: where the dense output's g changes sign.
+    T t_event = inf();
+    if constexpr (has_event<Model>()) {
+      T g_new;
+      Model::template event<T>(y_new, t_next, tr.p, &g_new);
+      if (!event_found && detail::crosses(g_prev, g_new, opt.event_direction)) {
+        t_event = locate_event(stepper, y_new, g_new);
+      }
+      g_prev = g_new;
+    }
+
+    // Every save time in (t, t_next] is served by this step, and one at the stop too; after a
+    // terminal event only those up to it.
+    const T served_to = math::min(lands && stop_ahead ? target : t_next, t_event);
+    while (saved < n_save && t_span[saved] <= served_to) {
+      if (t_span[saved] >= t_next) {
+        record(saved, y_new);
+      } else {
+        T y_save[n];
+        stepper.interpolate(y, h, (t_span[saved] - t) / h, y_save);
+        record(saved, y_save);
+      }
+      ++saved;
+    }
+    if (t_event < inf()) {
+      end_with(kEvent);
+      return;
+    }
+    for (int i = 0; i < n; ++i) y[i] = y_new[i];
+    stepper.accept();
+    t = t_next;
+    h *= factor;
+    arrival_pending = lands && stop_ahead;
+  }
+
+  SHOAL_HD Status finish() {
+    const T nan = T(0) / T(0);
+    for (int j = saved; j < tr.n_save; ++j) {
+      for (int i = 0; i < n_out; ++i) tr.out[static_cast<int64_t>(j) * n_out + i] = nan;
+    }
+    return status;
+  }
+
+ private:
+  PidController<T> ctrl;
+  int saved = 0;  // saves written so far
+  bool over = false;
+  T t0 = T(0), t_final = T(0), max_step = T(0);
+  int n_error = n, count = n;
+  int next_stop = 0;
+  int64_t attempts = 0;
+  // Whether the last rejected attempt failed on the sensitivities alone (see the top).
+  bool last_rejection_by_sensitivities = false;
+  bool last_rejection_non_finite = false;
+  // The first step's search: its best rejected attempt so far, and the turns taken.
+  T search_h = T(0), search_norm = inf();
+  int search_turns = 0;
+  T g_prev = T(0);
+  bool event_found = false;
+  // The attempt in flight (next_attempt to complete_attempt), and a stop reached by it.
+  bool stop_ahead = false, lands = false, arrival_pending = false;
+  T target = T(0), t_next = T(0);
+
+  SHOAL_HD static T inf() { return T(1) / T(0); }
+
+  SHOAL_HD bool end_with(Status s) {
+    status = s;
+    over = true;
+    return false;
+  }
+
+  // What save j records of the state at its time.
+  SHOAL_HD void record(int j, const T* state) {
+    T* dst = tr.out + static_cast<int64_t>(j) * n_out;
+    if constexpr (has_save<Model>()) {
+      Model::template save<T>(state, tr.t_span[j], tr.p, dst);
+    } else {
+      for (int i = 0; i < n; ++i) dst[i] = state[i];
+    }
+  }
+
+  // The crossing inside the accepted step (t, t_next], by the Illinois method on the dense
+  // output; records the event and returns its time if it ends the trajectory, else inf.
+  template <class St>
+  SHOAL_HD T locate_event(St& stepper, const T* y_new, const T& g_new) {
+    T lo = T(0), hi = T(1), g_lo = g_prev, g_hi = g_new, y_mid[n];
+    int side = 0;  // Illinois: halve the value kept twice in a row
+    for (int it = 0; it < 200 && (hi - lo) * h > T(4) * math::abs(t_next) *
+                                                      (T(1) - math::next_after(T(1), T(0)));
+         ++it) {
+      T theta = (lo * g_hi - hi * g_lo) / (g_hi - g_lo);
+      if (!(theta > lo && theta < hi)) theta = T(0.5) * (lo + hi);
+      stepper.interpolate(y, h, theta, y_mid);
+      T g_mid;
+      Model::template event<T>(y_mid, t + theta * h, tr.p, &g_mid);
+      if (detail::crosses(g_lo, g_mid, opt.event_direction) ||
+          (opt.event_direction != 0 && g_mid == T(0))) {
+        hi = theta;
+        g_hi = g_mid;
+        if (side == -1) g_lo *= T(0.5);
+        side = -1;
+      } else {
+        lo = theta;
+        g_lo = g_mid;
+        if (side == 1) g_hi *= T(0.5);
+        side = 1;
+      }
+    }
+    // The right end of the bracket: the first time the crossing has happened.
+    event_found = true;
+    const T t_event = hi >= T(1) ? t_next : t + hi * h;
+    tr.event_time[0] = t_event;
+    if (hi >= T(1)) {
+      for (int i = 0; i < n; ++i) tr.event_state[i] = y_new[i];
+    } else {
+      stepper.interpolate(y, h, hi, tr.event_state);
+    }
+    return opt.event_terminal ? t_event : inf();
+  }
+
+  // At a stop just reached: the jump, then a fresh start just right of it.
+  template <class St>
+  SHOAL_HD void arrive(St& stepper) {
+    if constexpr (has_jump<Model>()) {
+      T jumped[n];
+      Model::template jump<T>(y, target, tr.p, jumped);
+      for (int i = 0; i < n; ++i) y[i] = jumped[i];
+    }
+    t = math::next_after(target, inf());
+    while (next_stop < tr.n_tstops && !(tr.tstops[next_stop] > t)) ++next_stop;
+    const bool more = next_stop < tr.n_tstops && tr.tstops[next_stop] < t_final;
+    const T span = (more ? tr.tstops[next_stop] : t_final) - t;
+    if (span > T(0)) {
+      stepper.init(y, t, tr.p);
+      // Re-estimated, but never below the controller's proposal: across a stop where f only
+      // switches, the step that suited before usually suits after (diffrax keeps it); where it
+      // does not, the controller shrinks it on the first rejection.
+      h = math::max(h, detail::restart_step<Model>(y, t, tr.p, span, n_error, count, tr.weights,
+                                                   tr.atol, ctrl.opt, S::error_order));
+      ctrl = PidController<T>{opt.controller, S::error_order};
+      if constexpr (has_event<Model>()) Model::template event<T>(y, t, tr.p, &g_prev);
+    } else {
+      // The end is within a float of the stop: it records the state after the jump.
+      while (saved < tr.n_save) record(saved++, y);
+    }
+  }
+};
+
 // Integrates one trajectory. out[0] records y0. On failure the saves not reached are NaN and
 // the returned status says why; after a terminal event too (status kEvent).
 template <template <class, class> class Stepper, class Model, class T>
 SHOAL_HD Status integrate(const Trajectory<T>& tr, const IntegrateOptions<T>& opt,
                           IntegrateStats* stats) {
   constexpr int n = Model::n_vars;
-  constexpr int n_out = n_saved<Model>();
-  using S = Stepper<Model, T>;
-  const T* p = tr.p;
-  const T* t_span = tr.t_span;
-  const int n_save = tr.n_save;
-  stats->accepted = 0;
-  stats->rejected = 0;
-  const T nan = T(0) / T(0);
-  if constexpr (has_event<Model>()) {
-    tr.event_time[0] = nan;
-    for (int i = 0; i < n; ++i) tr.event_state[i] = nan;
+  Stepper<Model, T> stepper;
+  Integration<Stepper, Model, T> run(tr, opt, stats);
+  run.begin(stepper);
+  T y_new[n], err[n];
+  while (run.next_attempt(stepper)) {
+    stepper.step(run.y, run.t, run.h, tr.p, y_new, err);
+    run.complete_attempt(stepper, y_new, err);
   }
-
-  // What save j records of the state y at its time.
-  auto record = [&](int j, const T* y) {
-    T* dst = tr.out + static_cast<int64_t>(j) * n_out;
-    if constexpr (has_save<Model>()) {
-      Model::template save<T>(y, t_span[j], p, dst);
-    } else {
-      for (int i = 0; i < n; ++i) dst[i] = y[i];
-    }
-  };
-
-  int saved = 0;  // saves written so far
-  Status status = kSuccess;
-  bool valid = n_save >= 1 && math::is_finite(t_span[0]);
-  for (int j = 1; valid && j < n_save; ++j)
-    valid = math::is_finite(t_span[j]) && t_span[j] > t_span[j - 1];
-  bool finite_y0 = true;
-  for (int i = 0; i < n; ++i) finite_y0 = finite_y0 && math::is_finite(tr.y0[i]);
-
-  if (!valid) {
-    status = kInvalidInput;
-  } else if (!finite_y0) {
-    status = kNonFinite;
-  } else {
-    T y[n], y_new[n], err[n];
-    for (int i = 0; i < n; ++i) y[i] = tr.y0[i];
-    record(0, y);
-    saved = 1;
-
-    const T t0 = t_span[0];
-    const T t_final = t_span[n_save - 1];
-    const T inf = T(1) / T(0);
-    const T max_step = opt.max_step > T(0) ? opt.max_step : inf;
-    T t = t0;
-    const int n_error =
-        opt.error_components > 0 && opt.error_components < n ? opt.error_components : n;
-    const int count = weighted_count(n_error, tr.weights);
-
-    T h = tr.first_step > T(0) && math::is_finite(tr.first_step) ? tr.first_step
-                                                                   : opt.first_step;
-    if (!(h > T(0)) || !math::is_finite(h)) {
-      h = T(1e-6) * (t_final - t0);
-      if (opt.estimate_first_step) {
-        const T estimate = detail::restart_step<Model>(y, t0, p, t_final - t0, n,
-                                                       weighted_count(n, tr.weights), tr.weights,
-                                                       tr.atol, opt.controller, S::error_order);
-        // At least a few floats of t, so that the step is one. (On the BBN network a y0
-        // column's transient at 1e16/s made 1e-6 · the span 1.7e-3 wrong in its gradient.)
-        const T ulp = math::next_after(math::abs(t0), inf) - math::abs(t0);
-        h = math::min(h, math::max(estimate, T(4) * ulp));
-      }
-    }
-    // The first stop at or after the start (a NaN one is skipped): one at t_0 itself applies
-    // its jump before the first step, after the first save has recorded y0 as given.
-    int next_stop = 0;
-    while (next_stop < tr.n_tstops && !(tr.tstops[next_stop] >= t)) ++next_stop;
-
-    S stepper;
-    stepper.init(y, t, p);
-    // Whether the last rejected attempt failed on the sensitivities alone (see the top).
-    bool last_rejection_by_sensitivities = false;
-    // The first step's search: its best rejected attempt so far, and the turns taken.
-    T search_h = T(0), search_norm = inf;
-    int search_turns = 0;
-    PidController<T> ctrl{opt.controller, S::error_order};
-    bool last_rejection_non_finite = false;
-    int64_t attempts = 0;
-    T g_prev = T(0);
-    bool event_found = false;
-    if constexpr (has_event<Model>()) Model::template event<T>(y, t, p, &g_prev);
-
-    while (saved < n_save) {
-      const bool stop_ahead = next_stop < tr.n_tstops && tr.tstops[next_stop] < t_final;
-      const T target = stop_ahead ? tr.tstops[next_stop] : t_final;
-      // Where a step that reaches the target ends: the target itself, or left of a stop.
-      const T end = stop_ahead
-                        ? math::next_after(math::next_after(target, -inf), -inf)
-                        : target;
-      bool arrived = stop_ahead && !(end > t);  // already within two floats of the stop
-      if (!arrived) {
-        if (cancelled(tr.cancel)) {
-          status = kCancelled;
-          break;
-        }
-        if (attempts >= opt.max_steps) {
-          status = kMaxStepsReached;
-          break;
-        }
-        if (h > max_step) h = max_step;
-        // Land exactly on the end rather than leave a sliver for one more step.
-        const bool lands = h >= end - t;
-        if (lands) h = end - t;
-        const T t_next = lands ? end : t + h;
-        if (!(t_next > t)) {
-          status = last_rejection_by_sensitivities ? kSensitivityFailure
-                   : last_rejection_non_finite     ? kNonFinite
-                                                   : kStepSizeUnderflow;
-          break;
-        }
-        ++attempts;
-        stepper.step(y, t, h, p, y_new, err);
-        T norm = error_norm(n_error, count, err, y, y_new, tr.weights, tr.atol, ctrl.opt);
-        // Components outside the norm still may not go NaN or Inf.
-        for (int i = n_error; i < n; ++i) {
-          if (!math::is_finite(y_new[i])) norm = inf;
-        }
-        const bool accepted = PidController<T>::accepts(norm);
-        const T factor = ctrl.factor(norm, accepted);
-        if (!accepted) {
-          ++stats->rejected;
-          last_rejection_non_finite = !math::is_finite(norm);
-          last_rejection_by_sensitivities = false;
-          if constexpr (state_vars<Model>() < n) {
-            constexpr int n_state = state_vars<Model>();
-            last_rejection_by_sensitivities = PidController<T>::accepts(
-                error_norm(n_state, weighted_count(n_state, tr.weights), err, y, y_new,
-                           tr.weights, tr.atol, ctrl.opt));
-          }
-          // Before any accepted step, an error that grew as h shrank is a transient the steps
-          // cannot resolve (an L-stable step over it is accurate; the estimate is worst at
-          // λh ~ 10): go back above the best attempt instead of shrinking into it, a few times.
-          if (stats->accepted == 0 && math::is_finite(norm)) {
-            if (norm > search_norm && h < search_h && search_turns < 4) {
-              ++search_turns;
-              h = search_h * ctrl.opt.factor_max;
-              search_norm = inf;
-              continue;
-            }
-            if (norm < search_norm) {
-              search_norm = norm;
-              search_h = h;
-            }
-          }
-          h *= factor;
-          continue;
-        }
-        ++stats->accepted;
-        last_rejection_non_finite = false;
-        last_rejection_by_sensitivities = false;
-
-        // An event inside (t, t_next]: where the dense output's g changes sign.
-        T t_event = inf;
-        if constexpr (has_event<Model>()) {
-          T g_new;
-          Model::template event<T>(y_new, t_next, p, &g_new);
-          if (!event_found && detail::crosses(g_prev, g_new, opt.event_direction)) {
-            T lo = T(0), hi = T(1), g_lo = g_prev, g_hi = g_new, y_mid[n];
-            int side = 0;  // Illinois: halve the value kept twice in a row
-            for (int it = 0; it < 200 && (hi - lo) * h > T(4) * math::abs(t_next) *
-                                                              (T(1) - math::next_after(T(1), T(0)));
-                 ++it) {
-              T theta = (lo * g_hi - hi * g_lo) / (g_hi - g_lo);
-              if (!(theta > lo && theta < hi)) theta = T(0.5) * (lo + hi);
-              stepper.interpolate(y, h, theta, y_mid);
-              T g_mid;
-              Model::template event<T>(y_mid, t + theta * h, p, &g_mid);
-              if (detail::crosses(g_lo, g_mid, opt.event_direction) ||
-                  (opt.event_direction != 0 && g_mid == T(0))) {
-                hi = theta;
-                g_hi = g_mid;
-                if (side == -1) g_lo *= T(0.5);
-                side = -1;
-              } else {
-                lo = theta;
-                g_lo = g_mid;
-                if (side == 1) g_hi *= T(0.5);
-                side = 1;
-              }
-            }
-            // The right end of the bracket: the first time the crossing has happened.
-            event_found = true;
-            t_event = hi >= T(1) ? t_next : t + hi * h;
-            tr.event_time[0] = t_event;
-            if (hi >= T(1)) {
-              for (int i = 0; i < n; ++i) tr.event_state[i] = y_new[i];
-            } else {
-              stepper.interpolate(y, h, hi, tr.event_state);
-            }
-            if (!opt.event_terminal) t_event = inf;
-          }
-          g_prev = g_new;
-        }
-
-        // Every save time in (t, t_next] is served by this step, and one at the stop too; after
-        // a terminal event only those up to it.
-        const T served_to = math::min(lands && stop_ahead ? target : t_next, t_event);
-        while (saved < n_save && t_span[saved] <= served_to) {
-          if (t_span[saved] >= t_next) {
-            record(saved, y_new);
-          } else {
-            T y_save[n];
-            stepper.interpolate(y, h, (t_span[saved] - t) / h, y_save);
-            record(saved, y_save);
-          }
-          ++saved;
-        }
-        if (t_event < inf) {
-          status = kEvent;
-          break;
-        }
-        for (int i = 0; i < n; ++i) y[i] = y_new[i];
-        stepper.accept();
-        t = t_next;
-        h *= factor;
-        arrived = lands && stop_ahead;
-      } else {
-        while (saved < n_save && t_span[saved] <= target) record(saved++, y);
-      }
-      if (arrived) {
-        // At the stop: the jump, then a fresh start just right of it.
-        if constexpr (has_jump<Model>()) {
-          T jumped[n];
-          Model::template jump<T>(y, target, p, jumped);
-          for (int i = 0; i < n; ++i) y[i] = jumped[i];
-        }
-        t = math::next_after(target, inf);
-        while (next_stop < tr.n_tstops && !(tr.tstops[next_stop] > t)) ++next_stop;
-        const bool more = next_stop < tr.n_tstops && tr.tstops[next_stop] < t_final;
-        const T span = (more ? tr.tstops[next_stop] : t_final) - t;
-        if (span > T(0)) {
-          stepper.init(y, t, p);
-          // Re-estimated, but never below the controller's proposal: across a stop where f
-          // only switches, the step that suited before usually suits after (diffrax keeps it);
-          // where it does not, the controller shrinks it on the first rejection.
-          h = math::max(h, detail::restart_step<Model>(y, t, p, span, n_error, count, tr.weights,
-                                                       tr.atol, ctrl.opt, S::error_order));
-          ctrl = PidController<T>{opt.controller, S::error_order};
-          if constexpr (has_event<Model>()) Model::template event<T>(y, t, p, &g_prev);
-        } else {
-          // The end is within a float of the stop: it records the state after the jump.
-          while (saved < n_save) record(saved++, y);
-        }
-      }
-    }
-  }
-
-  for (int j = saved; j < n_save; ++j) {
-    for (int i = 0; i < n_out; ++i) tr.out[static_cast<int64_t>(j) * n_out + i] = nan;
-  }
-  return status;
+  return run.finish();
 }
 
 // The same without stops, per-trajectory first step or events' outputs: `out` is
