@@ -9,6 +9,7 @@
 #pragma once
 
 #include "shoal/config.hpp"
+#include "shoal/lane_traits.hpp"
 
 #ifndef __CUDACC_RTC__
 #include <cmath>

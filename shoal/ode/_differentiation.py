@@ -56,7 +56,8 @@ class EnsembleProblem:
         """One kernel call. ``atol``: each component's absolute tolerance, (N, n) like y0
         (default: the options' atol everywhere; a joint solve's sensitivity rows pass theirs)."""
         o = self.options
-        variant = Variant.of(o.method, o.lu_precision, o.sparsity, o.ordering, sens, directions)
+        variant = Variant.of(o.method, o.lu_precision, o.sparsity, o.ordering, sens, directions,
+                             o.lanes)
         if atol is None:
             atol = jnp.full(y0.shape, o.atol, y0.dtype)
         return _primitive.ensemble_solve(y0, params, shared, t_span, weights, atol, tstops,

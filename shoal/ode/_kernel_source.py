@@ -25,7 +25,9 @@ class Variant:
     and for the parameters: all of them (True), none (False), or the range (begin, end) of the
     model's p (its own ones, or its shared ones). directions = M > 0 selects instead the joint
     system along M given tangent directions (a JVP; directional_sensitivity.hpp). A sparsity
-    pattern replaces Rodas5P's dense LU by the sparse direct solver compiled for it.
+    pattern replaces Rodas5P's dense LU by the sparse direct solver compiled for it. lanes: on
+    the CPU, the SIMD lanes per worker (lanes_ensemble.hpp; 0: the host's vector width, 1: the
+    scalar path); the GPU ignores it.
     """
 
     method: Method
@@ -34,18 +36,19 @@ class Variant:
     sparsity: SparsityPattern | None = None
     ordering: Ordering = Ordering.AMD
     directions: int = 0
+    lanes: int = 1
 
     @classmethod
     def of(cls, method: Method, lu_precision: LuPrecision, sparsity: SparsityPattern | None,
            ordering: Ordering, sens: tuple[bool, bool] | None = None,
-           directions: int = 0) -> Variant:
+           directions: int = 0, lanes: int = 1) -> Variant:
         """The variant for these options, with what the method ignores left out (Tsit5 has no
         LU), so equal kernels are one compiled library."""
         if method is Method.TSIT5:
-            return cls(method, sens=sens, directions=directions)
+            return cls(method, sens=sens, directions=directions, lanes=lanes)
         if sparsity is None:
-            return cls(method, lu_precision, sens, directions=directions)
-        return cls(method, lu_precision, sens, sparsity, ordering, directions)
+            return cls(method, lu_precision, sens, directions=directions, lanes=lanes)
+        return cls(method, lu_precision, sens, sparsity, ordering, directions, lanes)
 
     @property
     def joint(self) -> bool:
@@ -72,6 +75,8 @@ class Variant:
             name += f"_dir{self.directions}"
         if self.sparse:
             name += "_sparse"
+        if self.lanes != 1:
+            name += f"_lanes{self.lanes or 'native'}"
         return name
 
 
@@ -81,8 +86,9 @@ def sparse_structure(pattern: SparsityPattern, ordering: Ordering) -> _sparse.Sp
     return _sparse.analyze(pattern.mask, ordering.value)
 
 
-def _stepper_source(variant: Variant) -> tuple[list[str], str, str]:
-    """(includes and helper definitions, stepper type, model type) for a variant."""
+def _stepper_source(variant: Variant, lanes: str = "") -> tuple[list[str], str, str]:
+    """(includes and helper definitions, stepper type, model type) for a variant; with
+    ``lanes`` (a C++ lane count), the stepper over SIMD lanes of that width instead."""
     lines = ['#include "shoal/ode/ensemble.hpp"']
     model_type = "shoal_generated::Model"
     if variant.sens is not None:
@@ -102,17 +108,20 @@ def _stepper_source(variant: Variant) -> tuple[list[str], str, str]:
         lines.append('#include "shoal/ode/tsit5.hpp"')
         return lines, "shoal::ode::Tsit5", model_type
     lu = variant.lu_precision.ctype
+    if lanes:
+        lu = f"shoal::simd::Lanes<{lu}, {lanes}>"
     matrix = f"shoal::ode::DenseMatrixOf<{lu}>::Type"
     if variant.sparse:
         structure = sparse_structure(variant.sparsity, variant.ordering)
+        name = "ShoalSparseMatrixLanes" if lanes else "ShoalSparseMatrix"
+        if not lanes:
+            lines += ['#include "shoal/ode/sparse_iteration_matrix.hpp"',
+                      structure.emit_cpp("ShoalSparseStructure")]
         lines += [
-            '#include "shoal/ode/sparse_iteration_matrix.hpp"',
-            structure.emit_cpp("ShoalSparseStructure"),
             "template <class M>",
-            "using ShoalSparseMatrix = "
-            f"shoal::ode::SparseIterationMatrix<M, ShoalSparseStructure, {lu}>;",
+            f"using {name} = shoal::ode::SparseIterationMatrix<M, ShoalSparseStructure, {lu}>;",
         ]
-        matrix = "ShoalSparseMatrix"
+        matrix = name
     lines.append('#include "shoal/ode/rodas5p.hpp"')
     stepper = "JointStepper" if variant.joint else "Stepper"
     return lines, f"shoal::ode::Rodas5PUsing<{matrix}>::{stepper}", model_type
@@ -149,9 +158,30 @@ def library_source(model: _codegen.GeneratedModel, variant: Variant,
         ])
     if platform != "cpu":
         raise ValueError(f"no shoal ODE backend for platform {platform!r}")
+    solver = f"shoal::ode::solve_range<{stepper_type}, ShoalSolvedModel, {ctype}>"
+    lane_exports = []
+    if variant.lanes != 1:
+        width = str(variant.lanes) if variant.lanes else f"shoal::simd::native_lanes<{ctype}>()"
+        lane_lines, lanes_stepper, _ = _stepper_source(variant, "ShoalLanes")
+        lines += ['#include "shoal/ode/lanes_ensemble.hpp"',
+                  f"constexpr int ShoalLanes = {width};",
+                  *(line for line in lane_lines
+                    if not (line.startswith("#include") and line in lines))]
+        solver = (f"shoal::ode::solve_range_lanes<{stepper_type}, {lanes_stepper}, "
+                  f"ShoalSolvedModel, {ctype}, ShoalLanes>")
+        lane_exports = [
+            "// {lanes, vector step attempts, lane step attempts} so far (lanes_ensemble.hpp).",
+            "SHOAL_EXPORT void shoal_lane_counts(int64_t* out) {",
+            "  out[0] = ShoalLanes;",
+            "  const auto& counts = shoal::ode::lane_counts();",
+            "  out[1] = __atomic_load_n(&counts.vector_steps, __ATOMIC_RELAXED);",
+            "  out[2] = __atomic_load_n(&counts.lane_steps, __ATOMIC_RELAXED);",
+            "}",
+        ]
     return "\n".join([
         *lines,
         _HOST_EXPORT,
+        *lane_exports,
         "SHOAL_EXPORT const char shoal_cache_key[] = SHOAL_CACHE_KEY;",
         "SHOAL_EXPORT int32_t shoal_abi_version() { return SHOAL_ODE_ABI_VERSION; }",
         "SHOAL_EXPORT void shoal_model_info(int32_t* n_vars, int32_t* n_params, int32_t* n_shared,",
@@ -165,7 +195,7 @@ def library_source(model: _codegen.GeneratedModel, variant: Variant,
         "}",
         f"SHOAL_EXPORT void {variant.entry}(const ShoalEnsembleArgs* a, int64_t begin, "
         "int64_t end) {",
-        f"  shoal::ode::solve_range<{stepper_type}, ShoalSolvedModel, {ctype}>(*a, begin, end);",
+        f"  {solver}(*a, begin, end);",
         "}",
         "",
     ])

@@ -99,14 +99,14 @@ NB_MODULE(_ode_ext, m) {
       "progress_done",
       [](int slot) {
         const auto* c = shoal::progress::counter(slot);
-        return c ? c->done.load() : int64_t{0};
+        return c ? __atomic_load_n(&c->done, __ATOMIC_RELAXED) : int64_t{0};
       },
       nb::arg("slot"), "Trajectories a CPU solve has finished so far on an open slot.");
   m.def(
       "progress_total",
       [](int slot) {
         const auto* c = shoal::progress::counter(slot);
-        return c ? c->total.load() : int64_t{0};
+        return c ? __atomic_load_n(&c->total, __ATOMIC_RELAXED) : int64_t{0};
       },
       nb::arg("slot"), "Trajectories of the CPU solves that have started on an open slot.");
   m.def("progress_close", &shoal::progress::close, nb::arg("slot"), "Free a progress slot.");

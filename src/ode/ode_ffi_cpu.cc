@@ -69,27 +69,22 @@ ffi::Error solve_impl(ffi::ThreadPool& pool, const EnsembleBuffers& buffers,
   interrupt::Scope ctrl_c;
   a.cancel = ctrl_c.flag();
 
-  // Small chunks keep the load balanced when step counts differ wildly between trajectories.
+  // Every worker claims small chunks from one queue (ShoalWorkQueue) until it is empty: small
+  // chunks keep the load balanced when step counts differ wildly between trajectories, and a
+  // worker with SIMD lanes refills a lane from it the moment the lane's trajectory ends.
   const int64_t threads = max_solve_threads();
-  const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(64, n_traj / (16 * threads)));
-  const SolveRangeFn fn = model.solve_range;
-  if (counter == nullptr) {
-    parallel_for(
-        pool, n_traj, threads, [&](int64_t begin, int64_t end) { fn(&a, begin, end); }, chunk);
-    return ffi::Error::Success();
+  ShoalWorkQueue queue{};
+  queue.next = 0;
+  queue.chunk = std::max<int64_t>(1, std::min<int64_t>(64, n_traj / (16 * threads)));
+  if (counter != nullptr) {
+    __atomic_fetch_add(&counter->total, n_traj, __ATOMIC_RELAXED);
+    queue.done = &counter->done;
   }
-  // With progress on, every chunk (a single worker's whole range too) reports when it is done.
-  counter->total.fetch_add(n_traj);
+  a.queue = &queue;
+  const SolveRangeFn fn = model.solve_range;
+  const int64_t workers = std::min<int64_t>(threads, (n_traj + queue.chunk - 1) / queue.chunk);
   parallel_for(
-      pool, n_traj, threads,
-      [&](int64_t begin, int64_t end) {
-        for (int64_t b = begin; b < end; b += chunk) {
-          const int64_t e = std::min(end, b + chunk);
-          fn(&a, b, e);
-          counter->done.fetch_add(e - b, std::memory_order_relaxed);
-        }
-      },
-      chunk);
+      pool, workers, workers, [&](int64_t, int64_t) { fn(&a, 0, 0); }, 1);
   return ffi::Error::Success();
 }
 

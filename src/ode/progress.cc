@@ -18,8 +18,8 @@ int open() {
   for (int i = 0; i < kSlots; ++i) {
     bool expected = false;
     if (slots[i].in_use.compare_exchange_strong(expected, true)) {
-      slots[i].counter.done.store(0);
-      slots[i].counter.total.store(0);
+      __atomic_store_n(&slots[i].counter.done, 0, __ATOMIC_RELAXED);
+      __atomic_store_n(&slots[i].counter.total, 0, __ATOMIC_RELAXED);
       return i;
     }
   }

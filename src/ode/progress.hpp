@@ -14,9 +14,12 @@ namespace progress {
 
 constexpr int kSlots = 256;
 
+// Plain integers read and written with the __atomic builtins: a solve's work queue
+// (ShoalWorkQueue, ensemble.hpp) counts finished trajectories into `done` from inside the compiled
+// model library, which sees a C struct, not std::atomic.
 struct Counter {
-  std::atomic<int64_t> done{0};   // trajectories finished
-  std::atomic<int64_t> total{0};  // trajectories of the solves that have started on this slot
+  int64_t done = 0;   // trajectories finished
+  int64_t total = 0;  // trajectories of the solves that have started on this slot
 };
 
 // Claims a free slot with its counters at zero; -1 when every slot is in use.

@@ -75,6 +75,18 @@ struct Dual {
   SHOAL_HD Dual& operator/=(const Dual& o) { return *this = *this / o; }
 };
 
+}  // namespace ad
+
+// A dual over SIMD lanes (simd/lanes.hpp) carries its lanes' count; one lane of it is the dual
+// over the lane's scalar.
+template <class T, int N>
+struct LaneTraits<ad::Dual<T, N>> {
+  static constexpr int count = LaneTraits<T>::count;
+  using Scalar = ad::Dual<typename LaneTraits<T>::Scalar, N>;
+};
+
+namespace ad {
+
 // A dual with value v and zero tangents except direction k = 1: seeds one column of a Jacobian.
 template <class T, int N>
 SHOAL_HD Dual<T, N> variable(const T& v, int k) {

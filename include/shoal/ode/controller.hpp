@@ -9,9 +9,15 @@
 // k = the order of the error estimate, clipped to [factor_min, factor_max]; after a rejection the
 // factor is capped at `safety` so the retry is strictly smaller. The default gains (p, i, d) =
 // (0, 1, 0) are the classical integral controller.
+//
+// An exponent of exactly 1/5 (the integral controller of both steppers' order-5 estimates) is
+// taken by fifth_root (fifth_root.hpp) instead of pow: a few IEEE operations with a proven error
+// bound (1.81 ulp), the same bits on every CPU and GPU (libm's and CUDA's pow differ, and so would
+// the step sizes), and vectorisable: the lanes engine computes it for all its lanes at once.
 #pragma once
 
 #include "shoal/config.hpp"
+#include "shoal/fifth_root.hpp"
 #include "shoal/math.hpp"
 #include "shoal/ode/solve_options.hpp"
 
@@ -90,9 +96,18 @@ struct PidController {
 
   SHOAL_HD static bool accepts(T norm) { return norm <= T(1); }
 
+  // Whether factor() takes (1/norm)^(1/5) by fifth_root (see the top).
+  SHOAL_HD bool takes_fifth_root() const { return exponent() == T(1) / T(5); }
+  // fifth_root(1/norm): what factor() needs of the norm when takes_fifth_root().
+  SHOAL_HD static T root_of(T norm) { return math::fifth_root(T(1) / norm); }
+
   // The factor to multiply h by, given this attempt's error norm. Call once per attempt; the
   // history advances only on accepted steps.
   SHOAL_HD T factor(T norm, bool accepted) {
+    return factor(norm, accepted, takes_fifth_root() ? root_of(norm) : T(0));
+  }
+  // The same with root_of(norm) computed by the caller (for all lanes at once).
+  SHOAL_HD T factor(T norm, bool accepted, T root) {
     if (!math::is_finite(norm)) return opt.factor_min;
     const T k = T(error_order);
     T f;
@@ -101,10 +116,14 @@ struct PidController {
     } else {
       const T inv = T(1) / norm;
       f = opt.safety;
-      const T c1 = (opt.pcoeff + opt.icoeff + opt.dcoeff) / k;
+      const T c1 = exponent();
       const T c2 = -(opt.pcoeff + T(2) * opt.dcoeff) / k;
       const T c3 = opt.dcoeff / k;
-      if (c1 != T(0)) f *= math::pow(inv, c1);
+      if (c1 == T(1) / T(5)) {
+        f *= root;
+      } else if (c1 != T(0)) {
+        f *= math::pow(inv, c1);
+      }
       if (c2 != T(0)) f *= math::pow(prev_inv, c2);
       if (c3 != T(0)) f *= math::pow(prev_prev_inv, c3);
       if (accepted) {
@@ -116,6 +135,11 @@ struct PidController {
     f = f < opt.factor_min ? opt.factor_min : f;
     f = f > hi ? hi : f;
     return f;
+  }
+
+ private:
+  SHOAL_HD T exponent() const {
+    return (opt.pcoeff + opt.icoeff + opt.dcoeff) / T(error_order);
   }
 };
 

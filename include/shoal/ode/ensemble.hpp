@@ -14,7 +14,7 @@
 // The ensemble ABI: the host refuses a library built against a different layout instead of
 // reading garbage. Bump SHOAL_ODE_ABI_BASE whenever ShoalEnsembleArgs (outside its options) or the
 // exported entry signatures change; the options' layout is folded in by itself.
-#define SHOAL_ODE_ABI_BASE 6
+#define SHOAL_ODE_ABI_BASE 7
 #define SHOAL_ODE_ABI_VERSION \
   (static_cast<int32_t>(SHOAL_ODE_ABI_BASE << 24) | ::shoal::ode::solve_options_layout())
 
@@ -39,6 +39,18 @@ extern "C" {
 //   cancel   one int32 the host may set to nonzero while the solve runs (Ctrl-C), or null:
 //            every trajectory reads it once per step attempt and ends with kCancelled
 //            (cancel.hpp); null on CUDA, where a running kernel cannot be reached
+//   queue    the host's work queue (below), or null: then solve_range solves its range only
+//
+// The work queue is shared by the host's worker threads: each claims `chunk` trajectories at a
+// time from `next` (an atomic fetch-add) until n_traj, and counts every finished trajectory in
+// `*done` (atomically; the live progress of progress.hpp, or null). A worker that holds SIMD
+// lanes (lanes_ensemble.hpp) refills a lane from it the moment the lane's trajectory ends.
+typedef struct ShoalWorkQueue {
+  int64_t next;
+  int64_t chunk;
+  int64_t* done;
+} ShoalWorkQueue;
+
 typedef struct ShoalEnsembleArgs {
   int64_t n_traj;
   int64_t t_span_group;
@@ -66,6 +78,7 @@ typedef struct ShoalEnsembleArgs {
   int32_t n_saved;
   const void* atol;
   const int32_t* cancel;
+  ShoalWorkQueue* queue;
 } ShoalEnsembleArgs;
 
 }  // extern "C"
@@ -114,12 +127,36 @@ SHOAL_HD void solve_one(const ShoalEnsembleArgs& a, const IntegrateOptions<T>& o
   a.rejected[m] = stats.rejected;
 }
 
-// Solves trajectories [begin, end) of the ensemble described by `a`.
+#ifndef __CUDACC_RTC__  // host only: the CPU runtime
+// The next trajectories for a worker: [*begin, *end) claimed from a's work queue; false when it
+// is empty (or there is none).
+inline bool claim(const ShoalEnsembleArgs& a, int64_t* begin, int64_t* end) {
+  if (a.queue == nullptr) return false;
+  const int64_t chunk = a.queue->chunk > 0 ? a.queue->chunk : 1;
+  const int64_t b = __atomic_fetch_add(&a.queue->next, chunk, __ATOMIC_RELAXED);
+  if (b >= a.n_traj) return false;
+  *begin = b;
+  *end = b + chunk < a.n_traj ? b + chunk : a.n_traj;
+  return true;
+}
+
+// Counts finished trajectories in the queue's progress counter, if any.
+inline void count_done(const ShoalEnsembleArgs& a, int64_t finished) {
+  if (a.queue != nullptr && a.queue->done != nullptr)
+    __atomic_fetch_add(a.queue->done, finished, __ATOMIC_RELAXED);
+}
+
+// Solves trajectories [begin, end) of the ensemble described by `a`, then those it claims from
+// a's work queue.
 template <template <class, class> class Stepper, class Model, class T>
 void solve_range(const ShoalEnsembleArgs& a, int64_t begin, int64_t end) {
   const auto opt = IntegrateOptions<T>::from(a.options);
-  for (int64_t m = begin; m < end; ++m) solve_one<Stepper, Model, T>(a, opt, m);
+  do {
+    for (int64_t m = begin; m < end; ++m) solve_one<Stepper, Model, T>(a, opt, m);
+    count_done(a, end - begin);
+  } while (claim(a, &begin, &end));
 }
+#endif  // __CUDACC_RTC__
 
 }  // namespace ode
 }  // namespace shoal

@@ -49,6 +49,7 @@ ShoalEnsembleArgs ensemble_args(int64_t n_traj, int n_save, const T* y0, const T
   a.first_step = nullptr;
   a.n_saved = n_saved<Model>();
   a.atol = nullptr;
+  a.queue = nullptr;
   return a;
 }
 

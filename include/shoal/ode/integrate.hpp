@@ -265,15 +265,29 @@ struct Integration {
 
   template <class St>
   SHOAL_HD void complete_attempt(St& stepper, const T* y_new, const T* err) {
-    const T* t_span = tr.t_span;
-    const int n_save = tr.n_save;
+    const T norm = attempt_norm(y_new, err);
+    complete_attempt(stepper, y_new, err, norm,
+                     ctrl.takes_fifth_root() ? PidController<T>::root_of(norm) : T(0));
+  }
+
+  // The attempt's error norm; components outside it still may not go NaN or Inf.
+  SHOAL_HD T attempt_norm(const T* y_new, const T* err) const {
     T norm = error_norm(n_error, count, err, y, y_new, tr.weights, tr.atol, ctrl.opt);
-    // Components outside the norm still may not go NaN or Inf.
     for (int i = n_error; i < n; ++i) {
       if (!math::is_finite(y_new[i])) norm = inf();
     }
+    return norm;
+  }
+  SHOAL_HD bool takes_fifth_root() const { return ctrl.takes_fifth_root(); }
+
+  // The verdict given the attempt's norm (attempt_norm) and root = PidController::root_of(norm)
+  // where takes_fifth_root(): the lanes engine computes both for all its lanes first.
+  template <class St>
+  SHOAL_HD void complete_attempt(St& stepper, const T* y_new, const T* err, T norm, T root) {
+    const T* t_span = tr.t_span;
+    const int n_save = tr.n_save;
     const bool accepted = PidController<T>::accepts(norm);
-    const T factor = ctrl.factor(norm, accepted);
+    const T factor = ctrl.factor(norm, accepted, root);
     if (!accepted) {
       ++stats->rejected;
       last_rejection_non_finite = !math::is_finite(norm);

@@ -89,6 +89,18 @@ struct Rosenbrock {
 
     SHOAL_HD void accept() {}
 
+    // The lanes engine (lanes_ensemble.hpp): lane l's dense output as a scalar stepper's; init
+    // and accept keep nothing.
+    template <class LanesStepper>
+    void load_lane(const LanesStepper& from, int l) {
+      for (int r = 0; r < Tab::dense_rows; ++r)
+        for (int i = 0; i < n; ++i) dense[r][i] = lane(from.dense[r][i], l);
+      for (int i = 0; i < n; ++i) y_end[i] = lane(from.y_end[i], l);
+    }
+    template <class LanesStepper>
+    void store_init_lane(LanesStepper&, int) const {}
+    void accept_lane(int) {}
+
     // Dense output inside the last attempted step, from its start y (θ in [0, 1]).
     SHOAL_HD void interpolate(const T* y, T, T theta, T* out) const {
       const T one_minus = T(1) - theta;

@@ -120,6 +120,22 @@ struct Tsit5 {
     for (int i = 0; i < n; ++i) k[0][i] = k[Tab::stages - 1][i];
   }
 
+  // The lanes engine (lanes_ensemble.hpp), where this stepper's T is simd::Lanes: lane l's
+  // step as a scalar stepper (for its dense output), a scalar stepper's init() put into lane l,
+  // and accept() in lane l alone.
+  template <class LanesStepper>
+  void load_lane(const LanesStepper& from, int l) {
+    for (int s = 0; s < Tab::stages; ++s)
+      for (int i = 0; i < n; ++i) k[s][i] = lane(from.k[s][i], l);
+  }
+  template <class LanesStepper>
+  void store_init_lane(LanesStepper& to, int l) const {
+    for (int i = 0; i < n; ++i) set_lane(to.k[0][i], l, k[0][i]);
+  }
+  void accept_lane(int l) {
+    for (int i = 0; i < n; ++i) set_lane(k[0][i], l, lane(k[Tab::stages - 1][i], l));
+  }
+
   // Dense output inside the last attempted step: y(t + θh) from its start y, 0 ≤ θ ≤ 1.
   SHOAL_HD void interpolate(const T* y, T h, T theta, T* out) const {
     T bt[Tab::stages];

@@ -124,12 +124,19 @@ def generate(f, n_vars: int, params: int | ParamLayout, dtype,
         if tables:
             # Device code must read the __device__ copy of a table and host code the host copy.
             body = [*table_namespace_alias(), *body]
+        statements = ["    SHOAL_MATH_USING;", "    (void)y; (void)t; (void)p;",
+                      *(indent + line for line in body)]
+        if kind == "rhs" and not lane_arithmetic(body):
+            # SIMD lanes (simd/lanes.hpp) carry arithmetic only: anything else, one lane at a time.
+            statements = ["    if constexpr (shoal::lane_count<T>() > 1) {",
+                          "      shoal::rhs_per_lane<Model>(y, t, p, dy);",
+                          "    } else {",
+                          *("  " + line for line in statements),
+                          "    }"]
         members += [
             "  template <class T>",
             f"  SHOAL_HD static void {_SIGNATURES[kind]} {{",
-            "    SHOAL_MATH_USING;",
-            "    (void)y; (void)t; (void)p;",
-            *(indent + line for line in body),
+            *statements,
             "  }",
         ]
     kinds = {kind for kind, _ in bodies}
@@ -159,6 +166,23 @@ def generate(f, n_vars: int, params: int | ParamLayout, dtype,
     return (GeneratedModel(source=source, n_vars=n_vars, n_params=n_params, dtype=dtype,
                            n_shared=n_shared, saved_shape=saved_shape,
                            has_jump="jump" in kinds, has_event="event" in kinds), closure)
+
+
+_LANE_NAMES = frozenset({"const", "T", "y", "t", "p", "dy", "integer_pow"})
+_TOKEN = re.compile(r"[A-Za-z_]\w*|\d[\d.]*(?:[eE][+-]?\d+)?|\S")
+
+
+def lane_arithmetic(body: list[str]) -> bool:
+    """Whether these statements are plain floating-point arithmetic (+, −, ×, ÷, integer
+    powers of T values and literals), which SIMD lanes compute exactly as scalars do; the rest
+    (comparisons, integers, tables, loops, libm functions) runs one lane at a time."""
+    for token in _TOKEN.findall("\n".join(body)):
+        if token[0].isalpha() or token[0] == "_":
+            if token not in _LANE_NAMES and not re.fullmatch(r"v\d+", token):
+                return False
+        elif not (token[0].isdigit() or token in "+-*/()[]=;,."):
+            return False
+    return True
 
 
 def _body(em: Emitter, closed, consts, n_vars: int, layout: ParamLayout, p_names, dtype,

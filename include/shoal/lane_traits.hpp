@@ -1,0 +1,35 @@
+// What a scalar type says about SIMD lanes: how many values it carries side by side (1 for
+// float, double and the scalar dual numbers; W for simd::Lanes<T, W> and the duals built on it),
+// its one-lane type, and the same lanes over another element type (an fp32 factorisation beside
+// an fp64 state). Device-safe; the lanes themselves are host-only (simd/lanes.hpp).
+#pragma once
+
+#include "shoal/config.hpp"
+
+namespace shoal {
+
+template <class T>
+struct LaneTraits {
+  static constexpr int count = 1;
+  using Scalar = T;
+  template <class S>
+  using Rebind = S;
+};
+
+template <class T>
+SHOAL_HD constexpr int lane_count() {
+  return LaneTraits<T>::count;
+}
+
+// S with T's lanes: S itself for a scalar T, simd::Lanes<S, W> for T = simd::Lanes<U, W>.
+template <class T, class S>
+using RebindLanes = typename LaneTraits<T>::template Rebind<S>;
+
+// A model's right-hand side evaluated one lane at a time, for the models whose statements are not
+// plain arithmetic (comparisons, table look-ups, loops, libm functions): each lane then runs
+// exactly the scalar statements. Defined in simd/lanes.hpp; generated models call it from the
+// lanes branch of their rhs (shoal/ode/_codegen/model_struct.py).
+template <class Model, class V>
+void rhs_per_lane(const V* y, const V& t, const V* p, V* dy);
+
+}  // namespace shoal

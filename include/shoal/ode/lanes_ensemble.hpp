@@ -1,0 +1,194 @@
+// The SIMD lanes engine: each worker thread advances W trajectories in lock-step, one per lane
+// of simd::Lanes<T, W>, so that a step's stages, the model's right-hand side, its Jacobian by
+// dual numbers and the LU run as vector arithmetic for W members at once.
+//
+// Lock-step only where it is cheap. Each lane runs its own Integration (integrate.hpp): its own
+// t, h, controller history, accept/reject verdict, save cursor, stops, events and status, in
+// the scalar statements the scalar path runs. Only step() (the stages) is shared: the engine
+// gathers the lanes' (y, t, h), steps them together, and hands each lane its y_new and error
+// estimate back. A lane whose trajectory ends is refilled at once from the work queue
+// (ShoalWorkQueue), so members whose step counts differ by orders of magnitude do not leave
+// lanes idle; only the queue's last trajectories run with lanes empty.
+//
+// Bit-identical to the scalar path: every lane operation is the scalar operation (simd/lanes.hpp),
+// a model that is not plain arithmetic runs its right-hand side lane by lane (rhs_per_lane), the
+// dense LU pivots per lane by the scalar rule (linalg/dense_lu_lanes.hpp), and what the stepper
+// does outside step() (init, dense output, accept) runs on one lane as a scalar stepper.
+// An idle lane steps stale values whose results nobody reads.
+#pragma once
+
+#include <optional>
+
+#include "shoal/linalg/dense_lu_lanes.hpp"
+#include "shoal/ode/ensemble.hpp"
+#include "shoal/ode/integrate.hpp"
+#include "shoal/simd/lanes.hpp"
+
+namespace shoal {
+namespace ode {
+
+// Lane utilisation, summed over every call of this library's engine: vector step attempts and,
+// over them, the lanes that held a trajectory (lane_steps / (W · vector_steps) is the fraction
+// of lane work that was not idle). A compiled model exports them (shoal_lane_counts).
+struct LaneCounts {
+  int64_t vector_steps = 0;
+  int64_t lane_steps = 0;
+};
+inline LaneCounts& lane_counts() {
+  static LaneCounts counts;
+  return counts;
+}
+
+// One lane of the lanes stepper, as the stepper an Integration talks to. Dense output copies
+// the lane's step into a scalar stepper once per step (`scratch`, shared by the lanes, which are
+// served one after another); accept() is applied to the lane by the engine after the verdict.
+template <class ScalarStepper, class LanesStepper, class T>
+struct LaneView {
+  LanesStepper* lanes;
+  ScalarStepper* scratch;
+  int* scratch_lane;  // the lane `scratch` holds, or -1
+  int l;
+  bool accepted = false;
+
+  void init(const T* y, T t, const T* p) {
+    scratch->init(y, t, p);
+    scratch->store_init_lane(*lanes, l);
+    *scratch_lane = -1;
+  }
+  void interpolate(const T* y, T h, T theta, T* out) {
+    if (*scratch_lane != l) {
+      scratch->load_lane(*lanes, l);
+      *scratch_lane = l;
+    }
+    scratch->interpolate(y, h, theta, out);
+  }
+  void accept() { accepted = true; }
+};
+
+// Solves trajectories [begin, end) of `a`, then those claimed from its work queue, W at a time.
+// ScalarStepper<Model, T> and LanesStepper<Model, simd::Lanes<T, W>> are one method (for
+// Rodas5P, the second over the lanes' LU).
+template <template <class, class> class ScalarStepper, template <class, class> class LanesStepper,
+          class Model, class T, int W>
+void solve_range_lanes(const ShoalEnsembleArgs& a, int64_t begin, int64_t end) {
+  using L = simd::Lanes<T, W>;
+  using Run = Integration<ScalarStepper, Model, T>;
+  using Scalar = ScalarStepper<Model, T>;
+  using Vector = LanesStepper<Model, L>;
+  using View = LaneView<Scalar, Vector, T>;
+  constexpr int n = Model::n_vars;
+  constexpr int np = Model::n_params;
+  constexpr int n_shared = n_shared_params<Model>();
+  constexpr int n_own = np - n_shared;
+  const auto opt = IntegrateOptions<T>::from(a.options);
+
+  struct Slot {
+    int64_t m = -1;  // the trajectory in this lane, or -1
+    T p[np > 0 ? np : 1];
+    IntegrateStats stats;
+    std::optional<Run> run;
+  };
+  Slot slots[W];
+  Vector stepper;
+  Scalar scratch;
+  int scratch_lane = -1;
+  // A lane no trajectory has used yet steps (0, t = 0, h = 1): defined values, results unread.
+  L y[n]{}, t{}, h(T(1)), p[np > 0 ? np : 1]{}, y_new[n], err[n];
+  int64_t next = begin, last = end;
+
+  auto view = [&](int l) { return View{&stepper, &scratch, &scratch_lane, l}; };
+  auto finish = [&](int l) {
+    Slot& s = slots[l];
+    a.status[s.m] = s.run->finish();
+    a.accepted[s.m] = s.stats.accepted;
+    a.rejected[s.m] = s.stats.rejected;
+    count_done(a, 1);
+    s.run.reset();
+    s.m = -1;
+  };
+  // Lane l takes the next trajectory that needs a step; false when none is left.
+  auto refill = [&](int l) {
+    Slot& s = slots[l];
+    for (;;) {
+      if (next >= last && !claim(a, &next, &last)) return false;
+      const int64_t m = next++;
+      Trajectory<T> tr;
+      tr.y0 = static_cast<const T*>(a.y0) + m * n;
+      tr.t_span = static_cast<const T*>(a.t_span) + (m / a.t_span_group) * a.n_save;
+      tr.n_save = a.n_save;
+      tr.tstops = static_cast<const T*>(a.tstops) + (m / a.tstops_group) * a.n_tstops;
+      tr.n_tstops = a.n_tstops;
+      tr.weights = a.weights ? static_cast<const T*>(a.weights) + m * n : nullptr;
+      tr.atol = a.atol ? static_cast<const T*>(a.atol) + m * n : nullptr;
+      tr.first_step = a.first_step ? static_cast<const T*>(a.first_step)[m] : T(-1);
+      tr.out = static_cast<T*>(a.ys) + m * a.n_save * n_saved<Model>();
+      tr.cancel = a.cancel;
+      if constexpr (has_event<Model>()) {
+        tr.event_time = static_cast<T*>(a.event_time) + m;
+        tr.event_state = static_cast<T*>(a.event_state) + m * n;
+      }
+      // Its own parameters, then the shared ones, as solve_one lays them out.
+      const T* own = static_cast<const T*>(a.params) + m * n_own;
+      const T* shared = static_cast<const T*>(a.shared) + (m / a.shared_group) * n_shared;
+      for (int i = 0; i < n_own; ++i) s.p[i] = own[i];
+      for (int i = 0; i < n_shared; ++i) s.p[n_own + i] = shared[i];
+      for (int i = 0; i < np; ++i) p[i].set(l, s.p[i]);
+      tr.p = s.p;
+      s.m = m;
+      s.run.emplace(tr, opt, &s.stats);
+      View v = view(l);
+      s.run->begin(v);
+      if (s.run->next_attempt(v)) return true;
+      finish(l);
+    }
+  };
+
+  int active = 0;
+  for (int l = 0; l < W; ++l) active += refill(l) ? 1 : 0;
+  const bool fifth_roots = PidController<T>{opt.controller, Scalar::error_order}.takes_fifth_root();
+  int64_t vector_steps = 0, lane_steps = 0;
+  while (active > 0) {
+    ++vector_steps;
+    lane_steps += active;
+    for (int l = 0; l < W; ++l) {
+      const Slot& s = slots[l];
+      if (s.m < 0) continue;
+      for (int i = 0; i < n; ++i) y[i].set(l, s.run->y[i]);
+      t.set(l, s.run->t);
+      h.set(l, s.run->h);
+    }
+    stepper.step(y, t, h, p, y_new, err);
+    scratch_lane = -1;
+    // The verdicts: each lane's error norm, then the controller's fifth roots of all lanes at
+    // once (a loop the compiler vectorises), then each lane's own statements.
+    T yn[W][n], e[W][n], norm[W], root[W];
+    for (int l = 0; l < W; ++l) {
+      const Slot& s = slots[l];
+      norm[l] = T(1);
+      if (s.m < 0) continue;
+      for (int i = 0; i < n; ++i) {
+        yn[l][i] = y_new[i][l];
+        e[l][i] = err[i][l];
+      }
+      norm[l] = s.run->attempt_norm(yn[l], e[l]);
+    }
+    if (fifth_roots) {
+      for (int l = 0; l < W; ++l) root[l] = PidController<T>::root_of(norm[l]);
+    }
+    for (int l = 0; l < W; ++l) {
+      Slot& s = slots[l];
+      if (s.m < 0) continue;
+      View v = view(l);
+      s.run->complete_attempt(v, yn[l], e[l], norm[l], fifth_roots ? root[l] : T(0));
+      if (v.accepted) stepper.accept_lane(l);
+      if (s.run->next_attempt(v)) continue;
+      finish(l);
+      if (!refill(l)) --active;
+    }
+  }
+  __atomic_fetch_add(&lane_counts().vector_steps, vector_steps, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&lane_counts().lane_steps, lane_steps, __ATOMIC_RELAXED);
+}
+
+}  // namespace ode
+}  // namespace shoal

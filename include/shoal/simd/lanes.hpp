@@ -1,0 +1,168 @@
+// simd::Lanes<T, W>: W values of T side by side in one vector register (the compiler's vector
+// extensions, g++ and clang), with the arithmetic of T applied lane by lane.
+//
+// Why vector extensions and not a library: every operation here is one IEEE operation per lane
+// (+, −, ×, ÷, negation, bit selects), so each lane computes exactly what the scalar code
+// computes: the lanes engine is bit-identical to the scalar path by construction, with
+// -ffp-contract=off keeping a*b + c two roundings in vectors as in scalars. A library adds
+// nothing to that set (std::experimental::simd and xsimd would also offer vector exp/log, whose
+// bits differ from libm's, which the scalar path and the GPU use), and Highway would be a
+// dependency for what is a thin wrapper. Functions beyond arithmetic run one lane at a time
+// through the scalar code (rhs_per_lane).
+//
+// Deliberately absent: comparisons returning bool (a model that compares goes per lane) and
+// implicit conversion back to T. Masked choices are explicit (select, any) for the dense LU's
+// pivoting (linalg/dense_lu_lanes.hpp).
+#pragma once
+
+#ifndef SHOAL_DEVICE_COMPILE
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "shoal/ad/dual.hpp"
+#include "shoal/config.hpp"
+#include "shoal/lane_traits.hpp"
+
+namespace shoal {
+namespace simd {
+
+// The register width of the build's ISA in bytes: 64 with AVX-512F, 32 with AVX, else 16 (SSE2
+// or another ISA's 128-bit vectors). Part of the compiled model's cache key through the
+// compiler flags (-march=native).
+constexpr int native_vector_bytes() {
+#if defined(__AVX512F__)
+  return 64;
+#elif defined(__AVX__)
+  return 32;
+#else
+  return 16;
+#endif
+}
+template <class T>
+constexpr int native_lanes() {
+  return native_vector_bytes() / static_cast<int>(sizeof(T));
+}
+
+template <class T, int W>
+struct Lanes {
+  static_assert(W >= 2 && (W & (W - 1)) == 0, "lanes come in powers of two");
+  typedef T Vec __attribute__((vector_size(sizeof(T) * W)));
+  // The integer vector of T's width: what comparisons of Vec return (all ones where true).
+  using Int = std::conditional_t<sizeof(T) == 8, int64_t, int32_t>;
+  typedef Int Mask __attribute__((vector_size(sizeof(T) * W)));
+
+  Vec v;
+
+  Lanes() = default;
+  Lanes(T x) : v(Vec{} + x) {}  // NOLINT(google-explicit-constructor): every lane x
+  template <class S, class = std::enable_if_t<std::is_arithmetic_v<S> && !std::is_same_v<S, T>>>
+  Lanes(S x) : Lanes(T(x)) {}  // NOLINT(google-explicit-constructor)
+  template <class U>
+  explicit Lanes(const Lanes<U, W>& o) : v(__builtin_convertvector(o.v, Vec)) {}
+  static Lanes of(Vec x) {
+    Lanes r;
+    r.v = x;
+    return r;
+  }
+
+  T operator[](int l) const { return v[l]; }
+  void set(int l, T x) { v[l] = x; }
+
+  friend Lanes operator+(const Lanes& a) { return a; }
+  friend Lanes operator-(const Lanes& a) { return of(-a.v); }
+  friend Lanes operator+(const Lanes& a, const Lanes& b) { return of(a.v + b.v); }
+  friend Lanes operator-(const Lanes& a, const Lanes& b) { return of(a.v - b.v); }
+  friend Lanes operator*(const Lanes& a, const Lanes& b) { return of(a.v * b.v); }
+  friend Lanes operator/(const Lanes& a, const Lanes& b) { return of(a.v / b.v); }
+  Lanes& operator+=(const Lanes& o) { return *this = *this + o; }
+  Lanes& operator-=(const Lanes& o) { return *this = *this - o; }
+  Lanes& operator*=(const Lanes& o) { return *this = *this * o; }
+  Lanes& operator/=(const Lanes& o) { return *this = *this / o; }
+};
+
+// ---- masks and selects (the dense LU's pivoting) ------------------------------------------------
+// A cast between vector types of one size reinterprets the bits (a value, not an aliasing
+// pointer: g++ and clang define it).
+template <class T, int W>
+typename Lanes<T, W>::Mask bits(const Lanes<T, W>& x) {
+  return (typename Lanes<T, W>::Mask)x.v;
+}
+template <class T, int W>
+Lanes<T, W> from_bits(const typename Lanes<T, W>::Mask& m) {
+  return Lanes<T, W>::of((typename Lanes<T, W>::Vec)m);
+}
+// on_true where m is set, on_false elsewhere, bit for bit.
+template <class T, int W>
+Lanes<T, W> select(const typename Lanes<T, W>::Mask& m, const Lanes<T, W>& on_true,
+                   const Lanes<T, W>& on_false) {
+  return from_bits<T, W>((m & bits(on_true)) | (~m & bits(on_false)));
+}
+template <class M>
+M select_int(const M& m, const M& on_true, const M& on_false) {
+  return (m & on_true) | (~m & on_false);
+}
+template <class M>
+bool any(const M& m) {
+  constexpr int W = sizeof(M) / sizeof(m[0]);
+  for (int l = 0; l < W; ++l)
+    if (m[l]) return true;
+  return false;
+}
+// |x| by clearing the sign bit, as fabs does (a NaN stays that NaN).
+template <class T, int W>
+Lanes<T, W> abs(const Lanes<T, W>& x) {
+  using Int = typename Lanes<T, W>::Int;
+  const Int magnitude = static_cast<Int>(~(static_cast<std::make_unsigned_t<Int>>(1)
+                                           << (8 * sizeof(Int) - 1)));
+  return from_bits<T, W>(bits(x) & magnitude);
+}
+
+// ---- one lane of a value: lanes and the duals built on them --------------------------------------
+template <class T, int W>
+T lane(const Lanes<T, W>& x, int l) {
+  return x.v[l];
+}
+template <class T, int W>
+void set_lane(Lanes<T, W>& x, int l, const T& value) {
+  x.v[l] = value;
+}
+template <class V, int N>
+auto lane(const ad::Dual<V, N>& x, int l) {
+  ad::Dual<typename LaneTraits<V>::Scalar, N> r;
+  r.v = simd::lane(x.v, l);
+  for (int k = 0; k < N; ++k) r.d[k] = simd::lane(x.d[k], l);
+  return r;
+}
+template <class V, int N, class S>
+void set_lane(ad::Dual<V, N>& x, int l, const S& value) {
+  simd::set_lane(x.v, l, value.v);
+  for (int k = 0; k < N; ++k) simd::set_lane(x.d[k], l, value.d[k]);
+}
+
+}  // namespace simd
+
+template <class T, int W>
+struct LaneTraits<simd::Lanes<T, W>> {
+  static constexpr int count = W;
+  using Scalar = T;
+  template <class S>
+  using Rebind = simd::Lanes<S, W>;
+};
+
+template <class Model, class V>
+void rhs_per_lane(const V* y, const V& t, const V* p, V* dy) {
+  constexpr int n = Model::n_vars, np = Model::n_params > 0 ? Model::n_params : 1;
+  using S = typename LaneTraits<V>::Scalar;
+  for (int l = 0; l < lane_count<V>(); ++l) {
+    S ys[n], ps[np], dys[n];
+    for (int i = 0; i < n; ++i) ys[i] = simd::lane(y[i], l);
+    for (int i = 0; i < Model::n_params; ++i) ps[i] = simd::lane(p[i], l);
+    const S ts = simd::lane(t, l);
+    Model::template rhs<S>(ys, ts, ps, dys);
+    for (int i = 0; i < n; ++i) simd::set_lane(dy[i], l, dys[i]);
+  }
+}
+
+}  // namespace shoal
+#endif  // SHOAL_DEVICE_COMPILE

@@ -1,0 +1,143 @@
+"""SIMD lanes (``lanes=``): bit-identical to the scalar path (``lanes=1``) through the public API.
+
+Mixed ensembles put stiff and non-stiff members, NaN members and members finishing orders of
+magnitude apart side by side in one vector; every output (ys, stats, events, gradients) must be
+the same bytes whatever the lane count. tests/cpp/test_lanes.cc holds the engine itself to the
+same standard, stepper by stepper.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from shoal.ode import Event, Status, solve
+
+jax.config.update("jax_enable_x64", True)
+
+LANES = [0, 4]  # the host's width, and a narrower one
+
+
+def lorenz(y, t, p):
+    return jnp.stack([p[0] * (y[1] - y[0]), y[0] * (p[1] - y[2]) - y[1], y[0] * y[1] - p[2] * y[2]])
+
+
+def robertson(y, t, p):
+    r1, r2, r3 = p[0] * y[0], p[1] * y[1] ** 2, p[2] * y[1] * y[2]
+    return jnp.stack([-r1 + r3, r1 - r2 - r3, r2])
+
+
+# Not plain arithmetic (a table, a comparison, exp): its right-hand side runs lane by lane.
+GRID = jnp.array([0.0, 1.0, 2.0, 3.0])
+LEVELS = jnp.array([1.0, 2.0, 0.5, 1.0])
+
+
+def tabled(y, t, p):
+    return jnp.stack([-p[0] * jnp.interp(t, GRID, LEVELS) * y[0] + jnp.exp(-t),
+                      jnp.maximum(y[0], 0.25) - y[1]])
+
+
+def same(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def assert_same_solves(run):
+    reference = jax.tree_util.tree_leaves(run(1))
+    for lanes in LANES:
+        for got, want in zip(jax.tree_util.tree_leaves(run(lanes)), reference, strict=True):
+            assert same(got, want), f"lanes={lanes}"
+
+
+def mixed_lorenz(n=29, dtype=np.float64):
+    rho = np.linspace(0.0, 28.0, n)[np.argsort(np.sin(np.arange(n)))]
+    p = np.stack([np.full(n, 10.0), rho, np.full(n, 8 / 3)], 1).astype(dtype)
+    y0 = np.ones((n, 3), dtype)
+    y0[4] = np.nan                   # a NaN member
+    p[n - 4, 0] = 1e4                # a stiff one that runs out of steps
+    t_end = np.logspace(-2, 1, n).astype(dtype)  # finish times 1e-2 .. 10
+    t_span = t_end[:, None] * np.linspace(0, 1, 9, dtype=dtype)[None, :]
+    return y0, t_span, p
+
+
+def test_tsit5_mixed_ensemble_is_bit_identical():
+    y0, t_span, p = mixed_lorenz()
+    def run(lanes):
+        return solve(lorenz, y0, t_span, p, method="tsit5", rtol=1e-8, atol=1e-8,
+                     max_steps=3000, return_stats=True, lanes=lanes)
+
+    assert_same_solves(run)
+    status = np.asarray(run(0)[1]["status"])
+    assert {Status.SUCCESS, Status.NON_FINITE, Status.MAX_STEPS_REACHED} <= set(status.tolist())
+
+
+def test_float32_is_bit_identical():
+    y0, t_span, p = mixed_lorenz(dtype=np.float32)
+    assert_same_solves(lambda lanes: solve(lorenz, y0, t_span, p, method="tsit5", rtol=1e-5,
+                                           atol=1e-5, max_steps=3000, lanes=lanes))
+
+
+@pytest.mark.parametrize("lu_precision", ["fp64", "fp32"])
+def test_rodas5p_stiff_and_nonstiff_members(lu_precision):
+    n = 23
+    k1 = np.geomspace(0.04, 4e4, n)[np.argsort(np.cos(np.arange(n)))]
+    p = np.stack([k1, np.full(n, 3e7), np.full(n, 1e4)], 1)
+    y0 = np.tile([1.0, 0.0, 0.0], (n, 1))
+    y0[3, 0] = np.nan
+    t_span = np.concatenate([[0.0], np.logspace(-6, 5, 12)])
+    assert_same_solves(lambda lanes: solve(robertson, y0, t_span, p, method="rodas5p",
+                                           lu_precision=lu_precision, rtol=1e-6, atol=1e-10,
+                                           return_stats=True, lanes=lanes))
+
+
+@pytest.mark.parametrize("method", ["tsit5", "rodas5p"])
+def test_per_lane_rhs_with_stops_jumps_and_events(method):
+    n = 17
+    p = np.linspace(0.2, 6.0, n)[:, None]
+    def run(lanes):
+        return solve(tabled, np.tile([1.0, 0.0], (n, 1)), np.linspace(0, 3, 7), p,
+                     tstops=[1.0, 2.0], jump_fn=lambda y, t, p: y + jnp.array([0.5, 0]),
+                     event=Event(lambda y, t, p: y[1] - 0.6, terminal=True), method=method,
+                     rtol=1e-8, atol=1e-9, return_stats=True, lanes=lanes)
+
+    assert_same_solves(run)
+    assert Status.EVENT in np.asarray(run(0)[1]["status"]).tolist()
+
+
+def test_sparse_solver_in_lanes():
+    m = 8
+
+    def ring(y, t, p):
+        u, v = y[0::2], y[1::2]
+        dv = p[0] * (1 - u ** 2) * v - u + 0.5 * (jnp.roll(u, 1) - 2 * u + jnp.roll(u, -1))
+        return jnp.stack([v, dv], 1).reshape(-1)
+
+    n = 13
+    y0 = np.tile(np.tile([2.0, 0.0], m), (n, 1))
+    y0[:, 0] += np.linspace(0, 1, n)
+    mu = np.geomspace(1, 100, n)[::-1][:, None]
+    assert_same_solves(lambda lanes: solve(ring, y0, np.linspace(0, 2, 5), mu,
+                                           method="rodas5p", sparsity="auto", rtol=1e-6,
+                                           atol=1e-8, lanes=lanes))
+
+
+@pytest.mark.parametrize("method", ["tsit5", "rodas5p"])
+def test_gradients_are_bit_identical(method):
+    y0, t_span, p = mixed_lorenz(n=11)
+    p[:, 0] = 10.0  # every member differentiable
+    y0[4] = 1.0
+
+    def run(lanes):
+        def loss(q):
+            return jnp.sum(solve(lorenz, y0, t_span[:, :5], q, method=method, rtol=1e-7,
+                                 atol=1e-9, lanes=lanes)[:, -1] ** 2)
+
+        return jax.value_and_grad(loss)(jnp.asarray(p))
+
+    assert_same_solves(run)
+
+
+@pytest.mark.parametrize("bad", [3, -1, 128, 2.0, True, "4"])
+def test_lanes_must_be_zero_or_a_power_of_two(bad):
+    with pytest.raises(ValueError, match="lanes must be 0"):
+        solve(lorenz, np.ones(3), [0.0, 1.0], np.ones(3), lanes=bad)
