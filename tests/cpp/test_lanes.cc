@@ -189,17 +189,15 @@ ShoalSolveOptions tolerances(double rtol, double atol, int64_t max_steps = 20000
   return o;
 }
 
-// One alias per method for both paths: RebindLanes puts the LU in the state's lanes.
+// The library's aliases take lanes for T (RebindLanes puts the LU in the state's lanes).
 template <class Model, class V>
 using Tsit5 = shoal::ode::Tsit5<Model, V>;
-template <class Lu>
-using Rodas = shoal::ode::Rodas5PUsing<shoal::ode::DenseMatrixOf<Lu>::template Type>;
 template <class Model, class V>
-using Rodas64 = typename Rodas<shoal::RebindLanes<V, double>>::template Stepper<Model, V>;
+using Rodas64 = shoal::ode::Rodas5PLu64<Model, V>;
 template <class Model, class V>
-using Rodas32 = typename Rodas<shoal::RebindLanes<V, float>>::template Stepper<Model, V>;
+using Rodas32 = shoal::ode::Rodas5PLu32<Model, V>;
 template <class Model, class V>
-using Rodas64Joint = typename Rodas<shoal::RebindLanes<V, double>>::template JointStepper<Model, V>;
+using Rodas64Joint = shoal::ode::Rodas5PSensitivityLu64<Model, V>;
 
 bool has(const std::vector<int32_t>& statuses, int32_t s) {
   return std::find(statuses.begin(), statuses.end(), s) != statuses.end();
@@ -262,6 +260,20 @@ TEST(Lanes, SensitivitiesTsit5AndRodas5P) {
   RobertsonSens::initial_state(r_start.data(), w0.data());
   Ensemble<RobertsonSens, double> r(19, 1e3, w0, {0.04, 3e7, 1e4}, {40, 3e7, 1e4});
   check_lanes<Rodas64Joint, Rodas64Joint, RobertsonSens, double, 8>(r, tolerances(1e-6, 1e-10));
+}
+
+TEST(Lanes, CppApiSolveEnsembleLanes) {
+  // The C++ entry point: threads over one queue, the host's default width.
+  Ensemble<Robertson, double> e(41, 1e5, {1, 0, 0}, {0.04, 3e7, 1e4}, {400, 3e7, 1e4});
+  e.args.options = tolerances(1e-6, 1e-10);
+  e.clear();
+  shoal::ode::solve_ensemble<Rodas64, Robertson, double>(e.args, 2);
+  const auto ys = e.ys;
+  const auto st = e.status;
+  e.clear();
+  shoal::ode::solve_ensemble_lanes<Rodas64, Robertson, double>(e.args, 2, 3);
+  EXPECT_TRUE(same_bits(ys, e.ys));
+  EXPECT_EQ(st, e.status);
 }
 
 }  // namespace

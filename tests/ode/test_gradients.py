@@ -513,8 +513,9 @@ def test_return_stats_under_differentiation(method):
 
 def _entries(jaxpr_text):
     """The compiled joint-solve entry points a program calls (the ensemble primitive's
-    ModelBuild); a gradient also runs the plain solve."""
-    return sorted(e for e in set(re.findall(r"ModelBuild\((shoal_ode_\w+)", jaxpr_text))
+    ModelBuild), without their SIMD lanes suffix; a gradient also runs the plain solve."""
+    return sorted(e.split("_lanes")[0]
+                  for e in set(re.findall(r"ModelBuild\((shoal_ode_\w+)", jaxpr_text))
                   if "_sens" in e)
 
 

@@ -1,6 +1,6 @@
 // Host-only conveniences for using the ensemble API from C++: filling a ShoalEnsembleArgs from
-// buffers and options (ShoalSolveOptions, solve_options.hpp), and spreading solve_range over
-// std::threads.
+// buffers and options (ShoalSolveOptions, solve_options.hpp), and spreading solve_range (or the
+// SIMD lanes engine, solve_range_lanes) over std::threads.
 //
 // Not for device code (it uses std::thread); the Python runtime has its own dynamic scheduler.
 // Trajectories are independent, so any split gives bit-identical results.
@@ -13,6 +13,9 @@
 #include <vector>
 
 #include "shoal/ode/ensemble.hpp"
+#ifndef SHOAL_DEVICE_COMPILE  // the lanes are host-compiler vectors
+#include "shoal/ode/lanes_ensemble.hpp"
+#endif
 
 namespace shoal {
 namespace ode {
@@ -68,6 +71,28 @@ int solve_ensemble(const ShoalEnsembleArgs& a, int threads = 0) {
   for (auto& t : pool) t.join();
   return threads;
 }
+
+#ifndef SHOAL_DEVICE_COMPILE
+// The same with W trajectories per thread in SIMD lanes (lanes_ensemble.hpp; default: one vector
+// register of this build's ISA), the threads claiming chunks of `chunk` from one work queue.
+// Stepper must take lanes for T: Tsit5, Rodas5PLu64, Rodas5PLu32 and their sensitivity forms
+// do. Bit-identical to solve_ensemble.
+template <template <class, class> class Stepper, class Model, class T,
+          int W = simd::native_lanes<T>()>
+int solve_ensemble_lanes(const ShoalEnsembleArgs& a, int threads = 0, int64_t chunk = 16) {
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  ShoalWorkQueue queue{0, chunk, nullptr};
+  ShoalEnsembleArgs shared = a;
+  shared.queue = &queue;
+  std::vector<std::thread> pool;
+  for (int k = 0; k < threads; ++k) {
+    pool.emplace_back(
+        [&shared] { solve_range_lanes<Stepper, Stepper, Model, T, W>(shared, 0, 0); });
+  }
+  for (auto& t : pool) t.join();
+  return threads;
+}
+#endif  // SHOAL_DEVICE_COMPILE
 
 }  // namespace ode
 }  // namespace shoal

@@ -17,6 +17,7 @@
 // An idle lane steps stale values whose results nobody reads.
 #pragma once
 
+#include <memory>
 #include <optional>
 
 #include "shoal/linalg/dense_lu_lanes.hpp"
@@ -88,12 +89,26 @@ void solve_range_lanes(const ShoalEnsembleArgs& a, int64_t begin, int64_t end) {
     IntegrateStats stats;
     std::optional<Run> run;
   };
-  Slot slots[W];
-  Vector stepper;
-  Scalar scratch;
+  // The working state lives on the heap, allocated once per call: W lanes of a dense LU of n
+  // variables are W · 8n² bytes, beyond a worker thread's stack already at n = 400.
+  struct State {
+    Slot slots[W];
+    Vector stepper;
+    Scalar scratch;
+    // A lane no trajectory has used yet steps (0, t = 0, h = 1): defined values, results unread.
+    L y[n]{}, t{}, h{T(1)}, p[np > 0 ? np : 1]{}, y_new[n], err[n];
+    T yn[W][n], e[W][n], norm[W], root[W];
+  };
+  const std::unique_ptr<State> state(new State());
+  Slot* slots = state->slots;
+  Vector& stepper = state->stepper;
+  Scalar& scratch = state->scratch;
+  L *y = state->y, &t = state->t, &h = state->h, *p = state->p;
+  L *y_new = state->y_new, *err = state->err;
+  auto& yn = state->yn;
+  auto& e = state->e;
+  T *norm = state->norm, *root = state->root;
   int scratch_lane = -1;
-  // A lane no trajectory has used yet steps (0, t = 0, h = 1): defined values, results unread.
-  L y[n]{}, t{}, h(T(1)), p[np > 0 ? np : 1]{}, y_new[n], err[n];
   int64_t next = begin, last = end;
 
   auto view = [&](int l) { return View{&stepper, &scratch, &scratch_lane, l}; };
@@ -161,7 +176,6 @@ void solve_range_lanes(const ShoalEnsembleArgs& a, int64_t begin, int64_t end) {
     scratch_lane = -1;
     // The verdicts: each lane's error norm, then the controller's fifth roots of all lanes at
     // once (a loop the compiler vectorises), then each lane's own statements.
-    T yn[W][n], e[W][n], norm[W], root[W];
     for (int l = 0; l < W; ++l) {
       const Slot& s = slots[l];
       norm[l] = T(1);

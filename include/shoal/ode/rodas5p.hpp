@@ -116,19 +116,22 @@ struct Rodas5PUsing {
 };
 
 // Rodas5P factorising in the state's precision, and with the factorisation's precision fixed
-// (lu_precision="fp64" / "fp32"; the state and stage vectors keep the solve's precision).
+// (lu_precision="fp64" / "fp32"; the state and stage vectors keep the solve's precision). Over
+// SIMD lanes (T = simd::Lanes<S, W>, lanes_ensemble.hpp) the factorisation has the same lanes.
 template <class Model, class T>
 using Rodas5P = typename Rodas5PUsing<DenseMatrixOf<T>::template Type>::template Stepper<Model, T>;
 template <class Model, class T>
-using Rodas5PLu64 = typename Rodas5PUsing<DenseMatrixLu64>::template Stepper<Model, T>;
+using Rodas5PLu64 = typename Rodas5PUsing<
+    DenseMatrixOf<RebindLanes<T, double>>::template Type>::template Stepper<Model, T>;
 template <class Model, class T>
-using Rodas5PLu32 = typename Rodas5PUsing<DenseMatrixLu32>::template Stepper<Model, T>;
+using Rodas5PLu32 = typename Rodas5PUsing<
+    DenseMatrixOf<RebindLanes<T, float>>::template Type>::template Stepper<Model, T>;
 template <class SensModel, class T>
-using Rodas5PSensitivityLu64 =
-    typename Rodas5PUsing<DenseMatrixLu64>::template JointStepper<SensModel, T>;
+using Rodas5PSensitivityLu64 = typename Rodas5PUsing<
+    DenseMatrixOf<RebindLanes<T, double>>::template Type>::template JointStepper<SensModel, T>;
 template <class SensModel, class T>
-using Rodas5PSensitivityLu32 =
-    typename Rodas5PUsing<DenseMatrixLu32>::template JointStepper<SensModel, T>;
+using Rodas5PSensitivityLu32 = typename Rodas5PUsing<
+    DenseMatrixOf<RebindLanes<T, float>>::template Type>::template JointStepper<SensModel, T>;
 
 }  // namespace ode
 }  // namespace shoal
