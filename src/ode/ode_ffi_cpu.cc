@@ -2,9 +2,9 @@
 //
 // One static target serves every model: the call's attributes name the compiled model library and
 // its entry point, the buffers carry the ensemble (signature: bind_ensemble_solve, after XLA's
-// intra-op thread pool). Trajectories are handed out in small chunks over that pool; with a
-// progress slot (progress.hpp) each finished chunk is counted there, for Python to poll. Ctrl-C
-// cuts the solve short (interrupt.hpp).
+// intra-op thread pool). The pool's workers claim small chunks of trajectories from one work
+// queue (ShoalWorkQueue, ensemble.hpp); with a progress slot (progress.hpp) every finished
+// trajectory is counted there, for Python to poll. Ctrl-C cuts the solve short (interrupt.hpp).
 #include <algorithm>
 #include <cstdlib>
 #include <string>

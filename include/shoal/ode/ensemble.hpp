@@ -86,13 +86,10 @@ typedef struct ShoalEnsembleArgs {
 namespace shoal {
 namespace ode {
 
-// Solves trajectory m of the ensemble described by `a`.
-template <template <class, class> class Stepper, class Model, class T>
-SHOAL_HD void solve_one(const ShoalEnsembleArgs& a, const IntegrateOptions<T>& opt, int64_t m) {
+// Trajectory m of the ensemble described by `a`, all but its parameters (params_of).
+template <class Model, class T>
+SHOAL_HD Trajectory<T> trajectory_of(const ShoalEnsembleArgs& a, int64_t m) {
   constexpr int n = Model::n_vars;
-  constexpr int np = Model::n_params;
-  constexpr int n_shared = n_shared_params<Model>();
-  constexpr int n_own = np - n_shared;
   Trajectory<T> tr;
   tr.y0 = static_cast<const T*>(a.y0) + m * n;
   tr.t_span = static_cast<const T*>(a.t_span) + (m / a.t_span_group) * a.n_save;
@@ -108,21 +105,34 @@ SHOAL_HD void solve_one(const ShoalEnsembleArgs& a, const IntegrateOptions<T>& o
     tr.event_time = static_cast<T*>(a.event_time) + m;
     tr.event_state = static_cast<T*>(a.event_state) + m * n;
   }
+  return tr;
+}
+
+// Trajectory m's parameters as the model reads them, one contiguous p: its own, then the shared
+// ones (copied once per trajectory, not per step). Without shared ones, its own row itself.
+template <class Model, class T>
+SHOAL_HD const T* params_of(const ShoalEnsembleArgs& a, int64_t m, T* p) {
+  constexpr int n_shared = n_shared_params<Model>();
+  constexpr int n_own = Model::n_params - n_shared;
   const T* own = static_cast<const T*>(a.params) + m * n_own;
-  IntegrateStats stats;
   if constexpr (n_shared == 0) {
-    tr.p = own;
-    a.status[m] = integrate<Stepper, Model, T>(tr, opt, &stats);
+    return own;
   } else {
-    // The model reads one contiguous p: its own parameters, then the shared ones (copied once
-    // per trajectory, not per step).
-    T p[np];
     const T* shared = static_cast<const T*>(a.shared) + (m / a.shared_group) * n_shared;
     for (int i = 0; i < n_own; ++i) p[i] = own[i];
     for (int i = 0; i < n_shared; ++i) p[n_own + i] = shared[i];
-    tr.p = p;
-    a.status[m] = integrate<Stepper, Model, T>(tr, opt, &stats);
+    return p;
   }
+}
+
+// Solves trajectory m of the ensemble described by `a`.
+template <template <class, class> class Stepper, class Model, class T>
+SHOAL_HD void solve_one(const ShoalEnsembleArgs& a, const IntegrateOptions<T>& opt, int64_t m) {
+  T p[Model::n_params > 0 ? Model::n_params : 1];
+  Trajectory<T> tr = trajectory_of<Model, T>(a, m);
+  tr.p = params_of<Model>(a, m, p);
+  IntegrateStats stats;
+  a.status[m] = integrate<Stepper, Model, T>(tr, opt, &stats);
   a.accepted[m] = stats.accepted;
   a.rejected[m] = stats.rejected;
 }

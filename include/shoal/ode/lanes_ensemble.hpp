@@ -79,8 +79,6 @@ void solve_range_lanes(const ShoalEnsembleArgs& a, int64_t begin, int64_t end) {
   using View = LaneView<Scalar, Vector, T>;
   constexpr int n = Model::n_vars;
   constexpr int np = Model::n_params;
-  constexpr int n_shared = n_shared_params<Model>();
-  constexpr int n_own = np - n_shared;
   const auto opt = IntegrateOptions<T>::from(a.options);
 
   struct Slot {
@@ -127,26 +125,10 @@ void solve_range_lanes(const ShoalEnsembleArgs& a, int64_t begin, int64_t end) {
     for (;;) {
       if (next >= last && !claim(a, &next, &last)) return false;
       const int64_t m = next++;
-      Trajectory<T> tr;
-      tr.y0 = static_cast<const T*>(a.y0) + m * n;
-      tr.t_span = static_cast<const T*>(a.t_span) + (m / a.t_span_group) * a.n_save;
-      tr.n_save = a.n_save;
-      tr.tstops = static_cast<const T*>(a.tstops) + (m / a.tstops_group) * a.n_tstops;
-      tr.n_tstops = a.n_tstops;
-      tr.weights = a.weights ? static_cast<const T*>(a.weights) + m * n : nullptr;
-      tr.atol = a.atol ? static_cast<const T*>(a.atol) + m * n : nullptr;
-      tr.first_step = a.first_step ? static_cast<const T*>(a.first_step)[m] : T(-1);
-      tr.out = static_cast<T*>(a.ys) + m * a.n_save * n_saved<Model>();
-      tr.cancel = a.cancel;
-      if constexpr (has_event<Model>()) {
-        tr.event_time = static_cast<T*>(a.event_time) + m;
-        tr.event_state = static_cast<T*>(a.event_state) + m * n;
-      }
-      // Its own parameters, then the shared ones, as solve_one lays them out.
-      const T* own = static_cast<const T*>(a.params) + m * n_own;
-      const T* shared = static_cast<const T*>(a.shared) + (m / a.shared_group) * n_shared;
-      for (int i = 0; i < n_own; ++i) s.p[i] = own[i];
-      for (int i = 0; i < n_shared; ++i) s.p[n_own + i] = shared[i];
+      Trajectory<T> tr = trajectory_of<Model, T>(a, m);
+      // The lane keeps its own copy of p (the vector stepper's p holds it in lane l).
+      const T* params = params_of<Model>(a, m, s.p);
+      for (int i = 0; i < np; ++i) s.p[i] = params[i];
       for (int i = 0; i < np; ++i) p[i].set(l, s.p[i]);
       tr.p = s.p;
       s.m = m;
