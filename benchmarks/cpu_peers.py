@@ -31,6 +31,8 @@ from scipy.integrate import solve_ivp
 
 jax.config.update("jax_enable_x64", True)
 
+import lane_counts  # noqa: E402
+
 import shoal  # noqa: E402
 
 SIGMA, BETA = 10.0, 8.0 / 3.0
@@ -117,6 +119,12 @@ def diffrax_configurations(rho):
     return made
 
 
+def lane_use(before) -> str:
+    """shoal's SIMD lane utilisation since the snapshot `before` (lane_counts.py)."""
+    used = lane_counts.utilisation(before, lane_counts.snapshot())
+    return "scalar" if used is None else f"lanes {used:.1%} busy"
+
+
 def lorenz_rows(n, repeats):
     rho = np.linspace(0.0, 21.0, n)
     sample = np.linspace(0, n - 1, min(n, 200)).astype(int)
@@ -130,8 +138,9 @@ def lorenz_rows(n, repeats):
     rho_j = jnp.asarray(rho)
     out = np.asarray(shoal_fn(rho_j))
     shoal_err = float(np.max(np.abs(out[sample] - ref)))
+    before = lane_counts.snapshot()
     shoal_t = timed(lambda: jax.block_until_ready(shoal_fn(rho_j)), repeats)
-    rows.append(("shoal Tsit5, rtol 1e-8", shoal_t, shoal_err))
+    rows.append((f"shoal Tsit5, rtol 1e-8 ({lane_use(before)})", shoal_t, shoal_err))
 
     nb = numbalsoda_lorenz()
     for tol in (1e-8, 1e-9, 1e-10, 1e-11, 1e-12):
@@ -185,8 +194,10 @@ def robertson_rows(n, repeats):
         robertson_jax, jnp.tile(jnp.asarray([1.0, 0.0, 0.0]), (k.shape[0], 1)),
         jnp.asarray(t_save), k, method="rodas5p", rtol=1e-6, atol=1e-10))
     k_j = jnp.asarray(k)
-    rows = [("shoal Rodas5P", timed(lambda: jax.block_until_ready(shoal_fn(k_j)), repeats),
-             error(np.asarray(shoal_fn(k_j))))]
+    shoal_err = error(np.asarray(shoal_fn(k_j)))
+    before = lane_counts.snapshot()
+    shoal_t = timed(lambda: jax.block_until_ready(shoal_fn(k_j)), repeats)
+    rows = [(f"shoal Rodas5P ({lane_use(before)})", shoal_t, shoal_err)]
 
     @numba.cfunc(lsoda_sig)
     def rhs(t, u, du, p):
