@@ -309,7 +309,9 @@ class SolveOptions:
         "CPU: trajectories stepped together in SIMD lanes per thread; ``0`` (default) the "
         "host's vector width (8 float64 / 16 float32 with AVX-512, 4 / 8 with AVX2), ``1`` one "
         "at a time, or a power of two up to 64. Results are bit-identical whatever the value; "
-        "only speed differs. Ignored on GPUs.")
+        "only speed differs. ``0`` keeps a model whose f is not plain arithmetic (libm "
+        "functions, comparisons, tables) on one lane, where lanes measured slower. Ignored on "
+        "GPUs.")
 
     def __post_init__(self):
         for f in dataclasses.fields(self):

@@ -39,7 +39,9 @@ class ModelFunction:
 class GeneratedModel:
     """C++ source of a model struct named ``Model`` plus its sizes: it reads ``n_params``
     parameters, of which the trailing ``n_shared`` are shared by the ensemble. ``saved_shape``
-    is the shape of what one save records (the state, unless the model has a ``save``)."""
+    is the shape of what one save records (the state, unless the model has a ``save``).
+    ``lane_arithmetic``: whether its right-hand side runs in SIMD lanes (``lane_arithmetic()``
+    below) rather than one lane at a time."""
 
     source: str
     n_vars: int
@@ -49,6 +51,7 @@ class GeneratedModel:
     saved_shape: tuple[int, ...] | None = None
     has_jump: bool = False
     has_event: bool = False
+    lane_arithmetic: bool = True
 
     @property
     def n_own(self) -> int:
@@ -126,7 +129,9 @@ def generate(f, n_vars: int, params: int | ParamLayout, dtype,
             body = [*table_namespace_alias(), *body]
         statements = ["    SHOAL_MATH_USING;", "    (void)y; (void)t; (void)p;",
                       *(indent + line for line in body)]
-        if kind == "rhs" and not lane_arithmetic(body):
+        if kind == "rhs":
+            rhs_in_lanes = lane_arithmetic(body)
+        if kind == "rhs" and not rhs_in_lanes:
             # SIMD lanes (simd/lanes.hpp) carry arithmetic only: anything else, one lane at a time.
             statements = ["    if constexpr (shoal::lane_count<T>() > 1) {",
                           "      shoal::rhs_per_lane<Model>(y, t, p, dy);",
@@ -165,7 +170,8 @@ def generate(f, n_vars: int, params: int | ParamLayout, dtype,
     )
     return (GeneratedModel(source=source, n_vars=n_vars, n_params=n_params, dtype=dtype,
                            n_shared=n_shared, saved_shape=saved_shape,
-                           has_jump="jump" in kinds, has_event="event" in kinds), closure)
+                           has_jump="jump" in kinds, has_event="event" in kinds,
+                           lane_arithmetic=rhs_in_lanes), closure)
 
 
 _LANE_NAMES = frozenset({"const", "T", "y", "t", "p", "dy", "integer_pow"})
