@@ -348,10 +348,13 @@ def _basis_cotangents(problem, primals, widths, ct):
     def directions_of(j, c):
         k = j * c + jnp.arange(c)  # the entries this chunk integrates
         blocks = []
-        for x, offset, rows in zip((y0, params, shared), offsets, (n_traj, n_traj,
-                                                                   shared.shape[0]), strict=True):
-            unit = (k[:, None] == offset + jnp.arange(x.shape[-1])[None, :]).astype(y0.dtype)
-            blocks.append(jnp.broadcast_to(unit[:, None, :], (c, rows, x.shape[-1])))
+        for x, offset, width, rows in zip((y0, params, shared), offsets, widths,
+                                          (n_traj, n_traj, shared.shape[0]), strict=True):
+            # An input that is not differentiated has no entries: its tangent is 0 in every
+            # direction (a unit block here would add its cotangent to the first entries).
+            unit = (k[:, None] == offset + jnp.arange(x.shape[-1])[None, :]) & (width > 0)
+            blocks.append(jnp.broadcast_to(unit.astype(y0.dtype)[:, None, :],
+                                           (c, rows, x.shape[-1])))
         return (*primals, *blocks)
 
     def consume(j, c, dys):  # dys (c, N, K) -> (D, N, c)
