@@ -9,7 +9,7 @@ its own rule. A bug in one path (cotangents of an input that is not differentiat
 the first entries, found beyond one chunk) is invisible to tests that stay on one side of the
 thresholds, so this suite draws random sizes on both sides of each, every combination of
 differentiated inputs (y0, a per-member leaf, a shared leaf, the save times) with and without a
-terminal event, and asserts grad == jacfwd == jacrev.
+terminal event and a ``save_fn``, and asserts grad == jacfwd == jacrev.
 
 The thresholds are lowered (monkeypatched) so that small problems cross them; the real ones are
 crossed by the issue's reproducer at the bottom. Without sensitivity error control every path
@@ -50,11 +50,17 @@ def _event_fn(y, t, p):  # y[0] falls from ~1 through 0.6 near t = 0.5
     return y[0] - 0.6
 
 
-def _loss(f, method, event, wanted, values):
+def _save_fn(y, t, p):  # three observables that mix the state, the time and the parameters
+    return jnp.stack([y[0] * y[1], jnp.sin(t) * y[1], y[0] + jnp.sum(p["shared"])])
+
+
+def _loss(f, method, event, save, wanted, values):
     """The loss as a function of the differentiated inputs only (the others are constants)."""
     options = dict(method=method, rtol=1e-9, atol=1e-11, sens_error_control=False)
     if event:
         options["event"] = Event(_event_fn, terminal=True)
+    if save:
+        options["save_fn"] = _save_fn
 
     def loss(*diff):
         x = dict(values, **dict(zip(wanted, diff, strict=True)))
@@ -72,14 +78,14 @@ def _loss(f, method, event, wanted, values):
 
 
 def _cases():
-    """(method, event, wanted, k_own, k_shared, unit_columns, max_columns): seeded draws on
-    both sides of the two thresholds for every combination of differentiated inputs."""
+    """(method, event, save, wanted, k_own, k_shared, unit_columns, max_columns): seeded draws
+    on both sides of the two thresholds for every combination of differentiated inputs."""
     rng = np.random.default_rng(24)
     cases = []
     for method in ("tsit5", "rodas5p"):
         for r in range(1, len(INPUTS) + 1):
             for wanted in itertools.combinations(INPUTS, r):
-                event = bool(rng.integers(2))
+                event, save = (bool(b) for b in rng.integers(2, size=2))
                 k_own, k_shared = (int(k) for k in rng.integers(1, 8, size=2))
                 entries = (2 * ("y0" in wanted or "t_span" in wanted) + k_own * ("own" in wanted)
                            + k_shared * ("shared" in wanted))
@@ -87,19 +93,20 @@ def _cases():
                 # above the number of differentiated entries.
                 unit_columns = max(0, entries + int(rng.integers(-1, 2)))
                 max_columns = max(1, entries + int(rng.integers(-2, 2)))
-                cases.append((method, event, wanted, k_own, k_shared, unit_columns, max_columns))
+                cases.append((method, event, save, wanted, k_own, k_shared, unit_columns,
+                              max_columns))
     return cases
 
 
 def _ids(case):
-    method, event, wanted, k_own, k_shared, unit, chunk = case
+    method, event, save, wanted, k_own, k_shared, unit, chunk = case
     return (f"{method}-{'+'.join(wanted)}-own{k_own}-shared{k_shared}-unit{unit}-chunk{chunk}"
-            f"{'-event' if event else ''}")
+            f"{'-event' if event else ''}{'-save_fn' if save else ''}")
 
 
 @pytest.mark.parametrize("case", _cases(), ids=_ids)
 def test_grad_equals_jacfwd_and_jacrev_across_thresholds(case, monkeypatch):
-    method, event, wanted, k_own, k_shared, unit_columns, max_columns = case
+    method, event, save, wanted, k_own, k_shared, unit_columns, max_columns = case
     n_params = k_own + k_shared
     monkeypatch.setattr(differentiation, "UNIT_COLUMNS", unit_columns)
     monkeypatch.setattr(directional, "STACK_BUDGET", (max_columns + 1) * 8 * (4 * n_params + 48))
@@ -110,7 +117,7 @@ def test_grad_equals_jacfwd_and_jacrev_across_thresholds(case, monkeypatch):
               "own": jnp.asarray(0.3 * rng.standard_normal((N, k_own))),
               "shared": jnp.asarray(0.3 * rng.standard_normal(k_shared)),
               "t_span": jnp.asarray(T_SAVE)}
-    loss = _loss(_model(k_own, k_shared), method, event, wanted, values)
+    loss = _loss(_model(k_own, k_shared), method, event, save, wanted, values)
     args = [values[name] for name in wanted]
     argnums = tuple(range(len(wanted)))
     reverse = jax.grad(loss, argnums=argnums)(*args)
