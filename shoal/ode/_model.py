@@ -21,6 +21,7 @@ import numpy as np
 
 from shoal import _jit
 from shoal.ode import _codegen, _kernel_source
+from shoal.ode._codegen.tracing import OUTPUT_SHAPES
 from shoal.ode._options import SparsityPattern
 from shoal.ode._params import ParamLayout
 from shoal.ode._sparse import normalize_pattern
@@ -46,6 +47,30 @@ def generated_model(f, n_vars: int, params: int | ParamLayout, dtype,
     if not closure:
         per_f[signature] = model
     return model, closure
+
+
+# f -> {(n_vars, parameter layout, dtype): None or why f does not trace}
+_accepted: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def traces_with(f, n_vars: int, layout: ParamLayout, dtype,
+                extras: tuple[_codegen.ModelFunction, ...] = ()) -> str | None:
+    """None when f (and the extra functions) trace to the shapes and dtype a model needs with
+    the parameters read as ``layout``, else the reason (shapes only: nothing is generated)."""
+    key = (n_vars, layout, np.dtype(dtype).name, extras)
+    try:
+        per_f = _accepted.setdefault(f, {})
+    except TypeError:
+        per_f = {}
+    if key not in per_f:
+        per_f[key] = None
+        for kind, fn in [("rhs", f), *((e.kind, e.fn) for e in extras)]:
+            try:
+                _codegen.trace(fn, n_vars, layout, dtype, name=kind, shape=OUTPUT_SHAPES[kind])
+            except Exception as err:  # noqa: BLE001 - any failure means "not this reading"
+                per_f[key] = f"{kind}: {type(err).__name__}: {err}"
+                break
+    return per_f[key]
 
 
 @functools.lru_cache(maxsize=256)

@@ -24,6 +24,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from shoal.ode import _param_reading
+
 
 @dataclass(frozen=True)
 class LeafSlot:
@@ -78,6 +80,7 @@ class SplitParams:
     own: jax.Array
     shared: jax.Array
     n_traj: int
+    reading: _param_reading.Reading | None = None  # None: a bare array read the seed's way
 
 
 def _float_leaf(path: str, leaf, dtype):
@@ -111,30 +114,58 @@ def _axes_per_leaf(params, params_axes) -> list:
                                                      isinstance(x, list)) for a in group]
 
 
-def split(params, params_axes, n_y0: int | None, dtype) -> SplitParams:
+def split(params, params_axes, n_y0: int | None, dtype, accepts=None) -> SplitParams:
     """Sort ``params``' leaves into own and shared (see the module docstring).
 
-    n_y0 is y0's number of rows, or None for a single state ``(n,)``.
+    n_y0 is y0's number of rows, or None for a single state ``(n,)``. ``accepts(layout)``
+    (optional) says whether f traces with a reading of the leaves (None) or why not (a
+    message): with it, a leaf whose leading axis has length N is read the one way f accepts,
+    and refused when f accepts both (``_param_reading``).
     """
     dtype = np.dtype(dtype)
     if params is None:
         params = jnp.zeros((0,), dtype)
     bare = isinstance(params, (jax.Array, np.ndarray)) or _numbers(params)
     if bare and params_axes is None:
-        return _split_bare(_float_leaf("", params, dtype), dtype)
+        arr = _float_leaf("", params, dtype)
+        # A bare (N,) array is a leaf like any other: one entry per member or one shared
+        # vector, whichever f accepts. Every other bare array keeps the seed's reading.
+        if not (accepts is not None and arr.ndim == 1 and (n_y0 or 0) > 1
+                and arr.shape[0] == n_y0):
+            return _split_bare(arr, dtype)
+        params = arr
 
     paths_leaves, treedef = jax.tree_util.tree_flatten_with_path(params)
     paths = [jax.tree_util.keystr(path) for path, _ in paths_leaves]
     leaves = [_float_leaf(path, leaf, dtype) for path, (_, leaf) in zip(paths, paths_leaves,
                                                                        strict=True)]
-    if params_axes is None:
+    if params_axes is not None:
+        axes = _axes_per_leaf(params, params_axes)
+    else:
         axes = [0 if n_y0 is not None and leaf.ndim >= 1 and leaf.shape[0] == n_y0 else None
                 for leaf in leaves]
-    else:
-        axes = _axes_per_leaf(params, params_axes)
+        if accepts is not None and (n_y0 or 0) > 1 and any(a == 0 for a in axes):
+            axes = _param_reading.resolve(
+                paths, treedef, axes, n_y0,
+                lambda axes: accepts(_layout(treedef, paths, leaves, axes, dtype)))
     n_traj = _ensemble_size(paths, leaves, axes, n_y0)
+    layout = _layout(treedef, paths, leaves, axes, dtype)
+    own = [leaf.reshape(leaf.shape[0], -1).astype(dtype) for leaf, axis in
+           zip(leaves, axes, strict=True) if axis == 0]
+    shared = [leaf.reshape(-1).astype(dtype) for leaf, axis in zip(leaves, axes, strict=True)
+              if axis != 0]
+    rows = n_traj if any(a == 0 for a in axes) else 1
+    own_rows = [jnp.broadcast_to(o, (rows, o.shape[1])) for o in own]
+    own_arr = jnp.concatenate(own_rows, axis=1) if own_rows else jnp.zeros((1, 0), dtype)
+    shared_arr = jnp.concatenate(shared) if shared else jnp.zeros((0,), dtype)
+    reading = _param_reading.Reading(paths, treedef, tuple(axes),
+                                     tuple(tuple(leaf.shape) for leaf in leaves))
+    return SplitParams(layout, own_arr, shared_arr, n_traj, reading)
 
-    slots, own, shared = [], [], []
+
+def _layout(treedef, paths, leaves, axes, dtype) -> ParamLayout:
+    """Where each leaf lives in p when ``axes`` says which are per trajectory."""
+    slots = []
     n_own = n_shared = 0
     for path, leaf, axis in zip(paths, leaves, axes, strict=True):
         if axis == 0:
@@ -143,18 +174,11 @@ def split(params, params_axes, n_y0: int | None, dtype) -> SplitParams:
                                  "leading axis of length N")
             row_shape = tuple(leaf.shape[1:])
             slots.append(LeafSlot(row_shape, np.dtype(leaf.dtype), True, n_own))
-            own.append(leaf.reshape(leaf.shape[0], -1).astype(dtype))
             n_own += math.prod(row_shape)
         else:
             slots.append(LeafSlot(tuple(leaf.shape), np.dtype(leaf.dtype), False, n_shared))
-            shared.append(leaf.reshape(-1).astype(dtype))
             n_shared += leaf.size
-    rows = n_traj if any(a == 0 for a in axes) else 1
-    own_rows = [jnp.broadcast_to(o, (rows, o.shape[1])) for o in own]
-    own_arr = jnp.concatenate(own_rows, axis=1) if own_rows else jnp.zeros((1, 0), dtype)
-    shared_arr = jnp.concatenate(shared) if shared else jnp.zeros((0,), dtype)
-    layout = ParamLayout(treedef, tuple(slots), n_own, n_shared)
-    return SplitParams(layout, own_arr, shared_arr, n_traj)
+    return ParamLayout(treedef, tuple(slots), n_own, n_shared)
 
 
 def _numbers(x) -> bool:

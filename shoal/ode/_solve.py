@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from shoal.ode import _model, _options, _params, _progress, _validation
+from shoal.ode._codegen import ModelTraceError
 from shoal.ode._differentiation import EnsembleProblem, solve_ensemble
 from shoal.ode._options import SolveOptions
 from shoal.ode._user_functions import UserFunctions
@@ -131,6 +132,17 @@ def _first_steps(first_step, N: int, dtype):
     return steps.reshape(-1, 1)
 
 
+def _traced_model(f, n: int, split, dtype, extras):
+    """_model.generated_model; a shape error says how params was read and how to change it."""
+    try:
+        return _model.generated_model(f, n, split.layout, dtype, extras)
+    except ModelTraceError as err:
+        note = split.reading.describe() if split.reading is not None else ""
+        if not note or "must return shape" not in str(err):
+            raise
+        raise ModelTraceError(f"{err}. {note}") from None
+
+
 def solve(f, y0, t_span, params=None, *, params_axes=None, tstops=None, first_step=None,
           error_weights=None, return_stats=False, progress=False, **options):
     if not callable(f):
@@ -147,7 +159,9 @@ def solve(f, y0, t_span, params=None, *, params_axes=None, tstops=None, first_st
         raise ValueError(f"y0 must have shape (n,) or (N, n) with n >= 1; got {y0.shape}")
     n = y0.shape[-1]
     n_y = y0.shape[0] if y0.ndim == 2 else 1
-    split = _params.split(params, params_axes, y0.shape[0] if y0.ndim == 2 else None, dtype)
+    extras = opts.model_functions()
+    split = _params.split(params, params_axes, y0.shape[0] if y0.ndim == 2 else None, dtype,
+                          accepts=lambda layout: _model.traces_with(f, n, layout, dtype, extras))
     t_span = _as_float_array("t_span", t_span, dtype)  # before its shape: a ragged list
     t_shape = np.shape(t_span)
     N = _ensemble_size(n_y, split.n_traj, t_shape[0] if len(t_shape) == 2 else 1)
@@ -165,8 +179,7 @@ def solve(f, y0, t_span, params=None, *, params_axes=None, tstops=None, first_st
         if w_values is not None and not np.all((w_values >= 0) & np.isfinite(w_values)):
             raise ValueError("error_weights must be finite and >= 0")
 
-    extras = opts.model_functions()
-    model, closure = _model.generated_model(f, n, split.layout, dtype, extras)
+    model, closure = _traced_model(f, n, split, dtype, extras)
     # Arrays f closes over while an outer transformation traces them follow the shared leaves.
     shared = jnp.concatenate([split.shared, *(jnp.ravel(c).astype(dtype) for c in closure)])
     opts = opts.replace(sparsity=_model.resolve_sparsity(model, opts.sparsity))

@@ -17,7 +17,7 @@ import jax
 import numpy as np
 
 from shoal.ode._codegen import ModelFunction
-from shoal.ode._codegen.tracing import trace
+from shoal.ode._codegen.tracing import OUTPUT_SHAPES, trace
 from shoal.ode._params import ParamLayout
 
 
@@ -48,8 +48,8 @@ class UserFunctions:
         dtype = np.dtype(self.dtype)
         offset = self.layout.n_params
         for this_kind, fn in [("rhs", self.f), *((e.kind, e.fn) for e in self.extras)]:
-            shape = {"rhs": None, "jump": None, "event": (), "save": "any"}[this_kind]
-            closed = trace(fn, self.n_vars, self.layout, dtype, name=this_kind, shape=shape)
+            closed = trace(fn, self.n_vars, self.layout, dtype, name=this_kind,
+                           shape=OUTPUT_SHAPES[this_kind])
             slots = []
             for c in closed.consts:
                 if isinstance(c, jax.core.Tracer):

@@ -119,16 +119,19 @@ def test_f_receives_the_structure_it_was_given():
         np.testing.assert_allclose(np.asarray(got[m]), ref, rtol=1e-7, atol=1e-9)
 
 
-def test_leading_axis_n_is_per_trajectory_and_params_axes_overrides_it():
-    # A shared table of exactly N entries: inferred per-trajectory (one entry each) unless
-    # params_axes marks it shared.
+def test_a_leaf_f_accepts_both_ways_is_refused_and_params_axes_settles_it():
+    # A table of exactly N entries that f can take whole (a sum) or one entry per member: no
+    # reading is guessed; params_axes says which.
     y0 = jnp.ones((N, 1))
     table = jnp.linspace(1.0, 2.0, N)
 
     def f(y, t, p):
         return -jnp.sum(p["w"]) * y
 
-    per_traj = solve(f, y0, TS, {"w": table})
+    with pytest.raises(ValueError, match=r"params\['w'\].*both ways.*params_axes=\{'w': 0\}"
+                       r".*params_axes=\{'w': None\}"):
+        solve(f, y0, TS, {"w": table})
+    per_traj = solve(f, y0, TS, {"w": table}, params_axes={"w": 0})
     shared = solve(f, y0, TS, {"w": table}, params_axes={"w": None})
     t = np.asarray(TS)
     np.testing.assert_allclose(np.asarray(per_traj[:, :, 0]),
@@ -165,8 +168,9 @@ def test_new_table_values_never_retrace():
 
     y0 = jnp.ones((N, 1))
     a = solve(f, y0, TS, table_params())
+    first = len(traces)  # the model's trace, and the shape-only traces that read the leaves
     b = solve(f, y0, TS, table_params(2.0 * TABLE))
-    assert len(traces) == 1
+    assert len(traces) == first
     # Linear in the forcing: y(t) - y_homogeneous doubles with the table.
     hom = solve(f, y0, TS, table_params(0.0 * TABLE))
     np.testing.assert_allclose(np.asarray(b - hom), 2.0 * np.asarray(a - hom), rtol=1e-6,

@@ -26,6 +26,10 @@ CALL_LIKE = {
 }
 
 
+# The output shape each kind of model function must have (None: y's; "any": one array).
+OUTPUT_SHAPES = {"rhs": None, "jump": None, "event": (), "save": "any"}
+
+
 class ModelTraceError(ValueError):
     """``f`` does not have the signature or output a model needs."""
 

@@ -1,0 +1,91 @@
+"""Which parameter leaves are per member when their shape alone does not say.
+
+A leaf whose leading axis has the ensemble's length N can mean two things: one entry (or row)
+per member, or one array that every member shares and that happens to have N entries (a table,
+a vector of rates per state). Read the wrong way it still runs, and answers the wrong question:
+``-p["rates"] * y`` with two rates and two members decays member i at ``rates[i]`` in every
+state. So the reading is decided by ``f`` itself: each such leaf is traced both ways, and
+
+- the one reading under which ``f`` returns y's shape is taken;
+- if ``f`` accepts both, the call is refused, naming the leaves and the ``params_axes`` that
+  settles it;
+- if it accepts neither, the per-member reading's trace error is raised, with the reading
+  spelled out as ``params_axes`` (``Reading.describe``).
+
+``params_axes`` given by the user is never second-guessed. Tracing is abstract (shapes only)
+and happens once per parameter structure while the model is traced anyway.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import jax
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How a call's parameter leaves were read: 0 (per member) or None (shared) per leaf."""
+
+    paths: list
+    treedef: jax.tree_util.PyTreeDef
+    axes: tuple
+    shapes: tuple
+
+    def as_params_axes(self, axes=None) -> str:
+        """The ``params_axes`` argument that gives this reading (or ``axes``), as source."""
+        axes = self.axes if axes is None else axes
+        if self.treedef.num_leaves == 1 and self.paths == [""]:
+            return repr(axes[0])
+        return repr(jax.tree_util.tree_unflatten(self.treedef, list(axes)))
+
+    def describe(self) -> str:
+        """A sentence for a trace error: the reading taken, and how to ask for another."""
+        shown = "; ".join(
+            f"params{path or ''} {list(shape)} {'per member' if a == 0 else 'shared'}"
+            for path, shape, a in zip(self.paths, self.shapes, self.axes, strict=True)
+            if len(shape) >= 1)
+        if not shown:
+            return ""
+        flipped = [None if a == 0 else 0 if len(s) >= 1 else a
+                   for a, s in zip(self.axes, self.shapes, strict=True)]
+        return (f"params was read as params_axes={self.as_params_axes()} ({shown}; 0: one row "
+                "per member along the leading axis, None: the whole array shared by every "
+                "member). If f expects another reading, pass params_axes, e.g. "
+                f"params_axes={self.as_params_axes(flipped)}")
+
+
+def resolve(paths, treedef, axes, n_traj: int, accepts: Callable) -> list:
+    """The axes to read the leaves with. ``axes``: the shape rule's reading (0 for every leaf
+    with leading length N); ``accepts(axes)``: None when f traces under that reading, else
+    why not."""
+    candidates = [i for i, a in enumerate(axes) if a == 0]
+
+    def flipped(chosen):
+        return [None if i in chosen else a for i, a in enumerate(axes)]
+
+    per_member_error = accepts(axes)
+    also_shared = [i for i in candidates if accepts(flipped({i})) is None]
+    if per_member_error is None and not also_shared:
+        return list(axes)
+    if per_member_error is None or len(also_shared) > 1:
+        _refuse(paths, treedef, axes, n_traj, also_shared or candidates)
+    if also_shared:  # f accepts exactly one of the leaves as shared, and no other reading
+        return flipped(set(also_shared))
+    everything_shared = flipped(set(candidates))
+    if len(candidates) > 1 and accepts(everything_shared) is None:
+        return everything_shared
+    return list(axes)  # neither: the per-member reading's error says what f returned
+
+
+def _refuse(paths, treedef, axes, n_traj, ambiguous):
+    names = ", ".join(f"params{paths[i]}" for i in ambiguous)
+    per_member = Reading(paths, treedef, tuple(axes), ()).as_params_axes()
+    shared = Reading(paths, treedef, tuple(None if i in ambiguous else a
+                                           for i, a in enumerate(axes)), ()).as_params_axes()
+    raise ValueError(
+        f"{names}: leading axis of length {n_traj}, the number of members (y0's rows), and f "
+        "accepts it both ways: as one entry per member and as one array shared by every "
+        "member. Say which: params_axes=" + per_member + " (per member) or params_axes="
+        + shared + " (shared)")
