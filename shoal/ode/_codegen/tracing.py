@@ -95,13 +95,32 @@ def trace(f, n_vars: int, params: int | ParamLayout, dtype, *, name: str = "f",
             f"{np.dtype(out.dtype).name}"
         )
     for c in closed.consts:
-        if isinstance(c, jax.core.Tracer) and not jnp.issubdtype(c.dtype, jnp.floating):
+        if isinstance(c, jax.core.Tracer) and jnp.issubdtype(c.dtype, jnp.complexfloating):
             raise ModelTraceError(
                 f"{name} closes over a traced {c.dtype} array (one that jit/vmap/grad is "
-                "transforming); only floating arrays can become inputs this way: pass it "
-                "through params instead"
+                "transforming); complex values cannot be inputs of a model"
             )
-    return closed
+    return _floated_closure(closed, specs, dtype)
+
+
+def _floated_closure(closed, specs, dtype):
+    """``closed`` with its traced integer and boolean closures (a table's int64 indices under
+    jit) carried in ``dtype`` and converted back inside the jaxpr, as integer params leaves
+    are: the model reads every run-time input from its floating p. Exact for integers up to
+    2**53 in float64 (2**24 in float32)."""
+    def integral(c):
+        return isinstance(c, jax.core.Tracer) and not jnp.issubdtype(c.dtype, jnp.floating)
+
+    if not any(integral(c) for c in closed.consts):
+        return closed
+    floated = [c.astype(dtype) if integral(c) else c for c in closed.consts]
+
+    def reading_back(y, t, p):
+        consts = [x.astype(c.dtype) if integral(c) else c
+                  for x, c in zip(floated, closed.consts, strict=True)]
+        return jax.core.eval_jaxpr(closed.jaxpr, consts, y, t, p)
+
+    return jax.make_jaxpr(reading_back)(*specs)
 
 
 def call_body(eqn):
