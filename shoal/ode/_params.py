@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -29,16 +30,19 @@ from shoal.ode import _param_reading
 
 @dataclass(frozen=True)
 class LeafSlot:
-    """One leaf: the shape and dtype ``f`` sees, where it lives, and its offset there."""
+    """One leaf: the shape and dtype ``f`` sees, where it lives, and its offset there; or, for
+    a function leaf (an ``equinox`` module's activation), the function itself (``static``),
+    compiled in like a closure and never an input."""
 
     shape: tuple[int, ...]
     dtype: np.dtype
     per_trajectory: bool
     offset: int
+    static: Any = None
 
     @property
     def size(self) -> int:
-        return math.prod(self.shape)
+        return 0 if self.static is not None else math.prod(self.shape)
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,9 @@ class ParamLayout:
         """The pytree ``f`` receives, read from the flat vector ``p`` (own, then shared)."""
         leaves = []
         for slot in self.slots:
+            if slot.static is not None:
+                leaves.append(slot.static)
+                continue
             start = slot.offset + (0 if slot.per_trajectory else self.n_own)
             leaf = p[start:start + slot.size].reshape(slot.shape)
             leaves.append(leaf if leaf.dtype == slot.dtype else leaf.astype(slot.dtype))
@@ -87,7 +94,9 @@ def _float_leaf(path: str, leaf, dtype):
     try:
         arr = jnp.asarray(leaf)
     except TypeError as err:
-        raise TypeError(f"params{path} must be an array of numbers: {err}") from err
+        raise TypeError(f"params{path} must be an array of numbers or a function (functions are "
+                        "compiled in); for other objects, pass only the arrays, e.g. "
+                        f"equinox.partition(params, equinox.is_array)[0]: {err}") from err
     except (ValueError, OverflowError) as err:  # None, strings, ragged lists, ints beyond int64
         raise ValueError(f"params{path} must be an array of numbers; got {leaf!r:.80}: {err}"
                          ) from err
@@ -137,13 +146,14 @@ def split(params, params_axes, n_y0: int | None, dtype, accepts=None) -> SplitPa
 
     paths_leaves, treedef = jax.tree_util.tree_flatten_with_path(params)
     paths = [jax.tree_util.keystr(path) for path, _ in paths_leaves]
-    leaves = [_float_leaf(path, leaf, dtype) for path, (_, leaf) in zip(paths, paths_leaves,
-                                                                       strict=True)]
+    leaves = [leaf if _is_function(leaf) else _float_leaf(path, leaf, dtype)
+              for path, (_, leaf) in zip(paths, paths_leaves, strict=True)]
     if params_axes is not None:
-        axes = _axes_per_leaf(params, params_axes)
+        axes = [None if _is_function(leaf) else axis
+                for leaf, axis in zip(leaves, _axes_per_leaf(params, params_axes), strict=True)]
     else:
-        axes = [0 if n_y0 is not None and leaf.ndim >= 1 and leaf.shape[0] == n_y0 else None
-                for leaf in leaves]
+        axes = [0 if n_y0 is not None and not _is_function(leaf) and leaf.ndim >= 1
+                and leaf.shape[0] == n_y0 else None for leaf in leaves]
         if accepts is not None and (n_y0 or 0) > 1 and any(a == 0 for a in axes):
             axes = _param_reading.resolve(
                 paths, treedef, axes, n_y0,
@@ -153,13 +163,14 @@ def split(params, params_axes, n_y0: int | None, dtype, accepts=None) -> SplitPa
     own = [leaf.reshape(leaf.shape[0], -1).astype(dtype) for leaf, axis in
            zip(leaves, axes, strict=True) if axis == 0]
     shared = [leaf.reshape(-1).astype(dtype) for leaf, axis in zip(leaves, axes, strict=True)
-              if axis != 0]
+              if axis != 0 and not _is_function(leaf)]
     rows = n_traj if any(a == 0 for a in axes) else 1
     own_rows = [jnp.broadcast_to(o, (rows, o.shape[1])) for o in own]
     own_arr = jnp.concatenate(own_rows, axis=1) if own_rows else jnp.zeros((1, 0), dtype)
     shared_arr = jnp.concatenate(shared) if shared else jnp.zeros((0,), dtype)
     reading = _param_reading.Reading(paths, treedef, tuple(axes),
-                                     tuple(tuple(leaf.shape) for leaf in leaves))
+                                     tuple(() if _is_function(leaf) else tuple(leaf.shape)
+                                           for leaf in leaves))
     return SplitParams(layout, own_arr, shared_arr, n_traj, reading)
 
 
@@ -168,7 +179,9 @@ def _layout(treedef, paths, leaves, axes, dtype) -> ParamLayout:
     slots = []
     n_own = n_shared = 0
     for path, leaf, axis in zip(paths, leaves, axes, strict=True):
-        if axis == 0:
+        if _is_function(leaf):
+            slots.append(LeafSlot((), np.dtype(object), False, n_shared, static=leaf))
+        elif axis == 0:
             if leaf.ndim == 0:
                 raise ValueError(f"params{path} is a scalar; a per-trajectory leaf needs a "
                                  "leading axis of length N")
@@ -179,6 +192,12 @@ def _layout(treedef, paths, leaves, axes, dtype) -> ParamLayout:
             slots.append(LeafSlot(tuple(leaf.shape), np.dtype(leaf.dtype), False, n_shared))
             n_shared += leaf.size
     return ParamLayout(treedef, tuple(slots), n_own, n_shared)
+
+
+def _is_function(leaf) -> bool:
+    """A leaf that is a function rather than numbers (``equinox.nn.MLP``'s activation): static,
+    as ``equinox.filter_jit`` treats it."""
+    return callable(leaf) and not isinstance(leaf, (jax.Array, np.ndarray))
 
 
 def _numbers(x) -> bool:
