@@ -9,5 +9,6 @@ from shoal.ode._codegen import ModelTraceError
 from shoal.ode._options import Event
 from shoal.ode._solve import solve
 from shoal.ode._status import Status
+from shoal.ode._steady_state import steady_state
 
-__all__ = ["solve", "Event", "Status", "ModelTraceError", "CompileError"]
+__all__ = ["solve", "steady_state", "Event", "Status", "ModelTraceError", "CompileError"]

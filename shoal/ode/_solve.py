@@ -132,6 +132,33 @@ def _first_steps(first_step, N: int, dtype):
     return steps.reshape(-1, 1)
 
 
+def _open_end(t_span, first_step, opts, dtype):
+    """A t_span ending at inf (run until a terminal event, diffrax's t1=inf idiom): the end
+    becomes the largest time whose span stays finite, and the default first step 1e-6 of the
+    last finite save's span (1e-6 time units without one), since 1e-6 of the span is not a
+    step. Other infinite times are refused by the time checks."""
+    end = t_span[..., -1] if t_span.ndim in (1, 2) and t_span.shape[-1] >= 2 else None
+    if end is None:
+        return t_span, first_step
+    values = _concrete(end)
+    if values is not None and not np.any(np.isposinf(values)):
+        return t_span, first_step
+    if opts.event is None or not opts.event.terminal:
+        if values is None:
+            return t_span, first_step
+        raise ValueError(
+            "t_span ends at inf: that needs a terminal event to end each trajectory "
+            "(event=shoal.ode.Event(fn, terminal=True)), or shoal.ode.steady_state to run to "
+            "a steady state; got no terminal event")
+    horizon = np.asarray(np.finfo(dtype).max / 8, dtype)
+    t_span = jnp.where(jnp.isposinf(t_span), horizon, t_span)
+    if first_step is None:
+        finite = t_span[..., -2] - t_span[..., 0] if t_span.shape[-1] > 2 else None
+        first_step = (jnp.full((1,), 1e-6, dtype) if finite is None
+                      else 1e-6 * jnp.reshape(finite, (-1,)))
+    return t_span, first_step
+
+
 def _traced_model(f, n: int, split, dtype, extras):
     """_model.generated_model; a shape error says how params was read and how to change it."""
     try:
@@ -163,6 +190,7 @@ def solve(f, y0, t_span, params=None, *, params_axes=None, tstops=None, first_st
     split = _params.split(params, params_axes, y0.shape[0] if y0.ndim == 2 else None, dtype,
                           accepts=lambda layout: _model.traces_with(f, n, layout, dtype, extras))
     t_span = _as_float_array("t_span", t_span, dtype)  # before its shape: a ragged list
+    t_span, first_step = _open_end(t_span, first_step, opts, dtype)
     t_shape = np.shape(t_span)
     N = _ensemble_size(n_y, split.n_traj, t_shape[0] if len(t_shape) == 2 else 1)
     t_rows = _time_rows(t_span, N, dtype)
