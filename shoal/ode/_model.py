@@ -17,6 +17,7 @@ import ctypes
 import functools
 import weakref
 
+import jax
 import numpy as np
 
 from shoal import _jit
@@ -49,7 +50,8 @@ def generated_model(f, n_vars: int, params: int | ParamLayout, dtype,
     return model, closure
 
 
-# f -> {(n_vars, parameter layout, dtype): None or why f does not trace}
+# f -> {(n_vars, parameter layout, dtype, extras): None or why f does not trace, and
+#       ("reads", ..., leaf index): whether the functions read that leaf}
 _accepted: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -71,6 +73,41 @@ def traces_with(f, n_vars: int, layout: ParamLayout, dtype,
                 per_f[key] = f"{kind}: {type(err).__name__}: {err}"
                 break
     return per_f[key]
+
+
+def reads_leaf(f, n_vars: int, layout: ParamLayout, dtype,
+               extras: tuple[_codegen.ModelFunction, ...], index: int) -> bool:
+    """Whether f or an extra function reads parameter leaf ``index`` at all (a leaf that a
+    dict of parameters carries for another solve is never ambiguous). Conservative: passing
+    the leaf into a nested call counts as reading it."""
+    key = ("reads", n_vars, layout, np.dtype(dtype).name, extras, index)
+    try:
+        per_f = _accepted.setdefault(f, {})
+    except TypeError:
+        per_f = {}
+    if key not in per_f:
+        per_f[key] = _reads_leaf(f, n_vars, layout, dtype, extras, index)
+    return per_f[key]
+
+
+def _reads_leaf(f, n_vars, layout, dtype, extras, index) -> bool:
+    dtype = np.dtype(dtype)
+    slot = layout.slots[index]
+    specs = (jax.ShapeDtypeStruct((n_vars,), dtype), jax.ShapeDtypeStruct((), dtype),
+             jax.ShapeDtypeStruct((layout.n_params,), dtype),
+             jax.ShapeDtypeStruct(slot.shape, slot.dtype))
+    for fn in [f, *(e.fn for e in extras)]:
+        def with_leaf(y, t, p, leaf, fn=fn):
+            leaves = jax.tree_util.tree_leaves(layout.unflatten(p))
+            leaves[index] = leaf
+            return fn(y, t, jax.tree_util.tree_unflatten(layout.treedef, leaves))
+
+        jaxpr = jax.make_jaxpr(with_leaf)(*specs).jaxpr
+        leaf_var = jaxpr.invars[3]
+        if any(v is leaf_var for eqn in jaxpr.eqns for v in eqn.invars) or any(
+                v is leaf_var for v in jaxpr.outvars):
+            return True
+    return False
 
 
 @functools.lru_cache(maxsize=256)

@@ -7,10 +7,14 @@ a vector of rates per state). Read the wrong way it still runs, and answers the 
 state. So the reading is decided by ``f`` itself: each such leaf is traced both ways, and
 
 - the one reading under which ``f`` returns y's shape is taken;
-- if ``f`` accepts both, the call is refused, naming the leaves and the ``params_axes`` that
-  settles it;
+- if ``f`` accepts both and the leaf is a vector ``(N,)`` (a rate per member, or a vector of N
+  entries that every member reads whole), the call is refused, naming the leaves and the
+  ``params_axes`` that settles it; a leaf with more axes ``(N, ...)`` that f accepts both ways
+  (a schedule it reduces over) is per member, as its rows suggest;
 - if it accepts neither, the per-member reading's trace error is raised, with the reading
-  spelled out as ``params_axes`` (``Reading.describe``).
+  spelled out as ``params_axes`` (``Reading.describe``);
+- a leaf no function reads (a dict carried over from another solve) is read per member: it
+  means the same either way.
 
 ``params_axes`` given by the user is never second-guessed. Tracing is abstract (shapes only)
 and happens once per parameter structure while the model is traced anyway.
@@ -56,17 +60,23 @@ class Reading:
                 f"params_axes={self.as_params_axes(flipped)}")
 
 
-def resolve(paths, treedef, axes, n_traj: int, accepts: Callable) -> list:
+def resolve(paths, treedef, axes, n_traj: int, accepts: Callable, reads: Callable,
+            ndims) -> list:
     """The axes to read the leaves with. ``axes``: the shape rule's reading (0 for every leaf
     with leading length N); ``accepts(axes)``: None when f traces under that reading, else
-    why not."""
+    why not; ``reads(axes, i)``: whether f reads leaf i at all (one it never reads means the
+    same either way); ``ndims``: each leaf's number of axes."""
     candidates = [i for i, a in enumerate(axes) if a == 0]
 
     def flipped(chosen):
         return [None if i in chosen else a for i, a in enumerate(axes)]
 
     per_member_error = accepts(axes)
-    also_shared = [i for i in candidates if accepts(flipped({i})) is None]
+    # Where the per-member reading works, only vectors are in doubt: a matrix with N rows that
+    # f reads whole and row by row alike (a schedule it reduces over) stays per member.
+    also_shared = [i for i in candidates
+                   if (per_member_error is not None or (ndims[i] == 1 and reads(axes, i)))
+                   and accepts(flipped({i})) is None]
     if per_member_error is None and not also_shared:
         return list(axes)
     if per_member_error is None or len(also_shared) > 1:

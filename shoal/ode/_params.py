@@ -123,13 +123,15 @@ def _axes_per_leaf(params, params_axes) -> list:
                                                      isinstance(x, list)) for a in group]
 
 
-def split(params, params_axes, n_y0: int | None, dtype, accepts=None) -> SplitParams:
+def split(params, params_axes, n_y0: int | None, dtype, accepts=None, reads=None
+          ) -> SplitParams:
     """Sort ``params``' leaves into own and shared (see the module docstring).
 
     n_y0 is y0's number of rows, or None for a single state ``(n,)``. ``accepts(layout)``
     (optional) says whether f traces with a reading of the leaves (None) or why not (a
-    message): with it, a leaf whose leading axis has length N is read the one way f accepts,
-    and refused when f accepts both (``_param_reading``).
+    message), ``reads(layout, i)`` whether f reads leaf i at all: with them, a leaf whose
+    leading axis has length N is read the one way f accepts, and refused when f reads it and
+    accepts both (``_param_reading``).
     """
     dtype = np.dtype(dtype)
     if params is None:
@@ -157,7 +159,9 @@ def split(params, params_axes, n_y0: int | None, dtype, accepts=None) -> SplitPa
         if accepts is not None and (n_y0 or 0) > 1 and any(a == 0 for a in axes):
             axes = _param_reading.resolve(
                 paths, treedef, axes, n_y0,
-                lambda axes: accepts(_layout(treedef, paths, leaves, axes, dtype)))
+                lambda axes: accepts(_layout(treedef, paths, leaves, axes, dtype)),
+                lambda axes, i: reads(_layout(treedef, paths, leaves, axes, dtype), i),
+                [np.ndim(leaf) for leaf in leaves])
     n_traj = _ensemble_size(paths, leaves, axes, n_y0)
     layout = _layout(treedef, paths, leaves, axes, dtype)
     own = [leaf.reshape(leaf.shape[0], -1).astype(dtype) for leaf, axis in

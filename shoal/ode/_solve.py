@@ -188,7 +188,9 @@ def solve(f, y0, t_span, params=None, *, params_axes=None, tstops=None, first_st
     n_y = y0.shape[0] if y0.ndim == 2 else 1
     extras = opts.model_functions()
     split = _params.split(params, params_axes, y0.shape[0] if y0.ndim == 2 else None, dtype,
-                          accepts=lambda layout: _model.traces_with(f, n, layout, dtype, extras))
+                          accepts=lambda layout: _model.traces_with(f, n, layout, dtype, extras),
+                          reads=lambda layout, i: _model.reads_leaf(f, n, layout, dtype, extras,
+                                                                    i))
     t_span = _as_float_array("t_span", t_span, dtype)  # before its shape: a ragged list
     t_span, first_step = _open_end(t_span, first_step, opts, dtype)
     t_shape = np.shape(t_span)

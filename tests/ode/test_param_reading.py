@@ -94,3 +94,12 @@ def test_a_shape_error_says_how_params_was_read():
                params_axes={"k": 0})
     np.testing.assert_allclose(np.asarray(ys[:, -1, 0]), np.exp(-np.arange(1.0, 6.0)),
                                rtol=1e-6)
+
+
+def test_a_leaf_no_function_reads_is_never_ambiguous():
+    # A dict carried over from a solve that used "dose": f here ignores it.
+    params = {"rates": jnp.array([0.5, 1.0, 2.0]), "dose": jnp.array([1.0, 2.0, 3.0])}
+    ys = solve(decay, jnp.ones((3, 2)), TS, params)
+    np.testing.assert_allclose(np.asarray(ys[:, -1]),
+                               np.exp(-np.asarray(params["rates"]))[:, None] * np.ones((3, 2)),
+                               rtol=1e-6)
