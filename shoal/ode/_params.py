@@ -9,10 +9,12 @@ its own leaves travel as rows ``(N, n_own)``, its shared ones once per call (the
 generator turns into plain reads of ``p[k]`` (no code at run time).
 
 Which leaves are per-trajectory: a leaf whose leading axis has the ensemble's length N
-(``y0``'s rows) is one row per trajectory, any other leaf is shared. ``params_axes`` (a pytree
-prefix of ``params`` of ``0`` or ``None``, like :func:`jax.vmap`'s ``in_axes``) says it
-explicitly, e.g. for a shared table that happens to have N entries. A bare array keeps its
-meaning from before pytrees: ``(n_params,)`` for all trajectories, ``(N, n_params)`` one row each.
+(``y0``'s rows) is one row per trajectory where the model's functions accept it so, and is
+refused where a vector ``(N,)`` could be either (``_param_reading``); any other leaf is shared.
+``params_axes`` (a pytree prefix of ``params`` of ``0`` or ``None``, like :func:`jax.vmap`'s
+``in_axes``) says it explicitly. A bare ``(N,)`` array follows the same rule; other bare arrays
+keep their meaning from before pytrees: ``(n_params,)`` for all trajectories, ``(N, n_params)``
+one row each. Function leaves (an equinox module's activation) are static.
 """
 
 from __future__ import annotations

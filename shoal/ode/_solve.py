@@ -244,14 +244,17 @@ solve.__doc__ = f"""Integrate an ensemble of ODE systems ``dy/dt = f(y, t, p)``.
         Initial states. Its floating dtype (float32 or float64) is the precision of the solve.
     t_span : array, shape ``(n_save,)`` or ``(N, n_save)``
         Strictly increasing save times shared by the ensemble, or one row per trajectory (its
-        own start ``t_span[i, 0]``, saves and end). Differentiable: a save time's tangent is
+        own start ``t_span[i, 0]``, saves and end). It may end at ``inf`` with a terminal
+        ``event``, which then ends each trajectory. Differentiable: a save time's tangent is
         ``f(y(t_i), t_i, p)``, the start time's moves the whole solution.
     params : pytree of arrays, optional
-        Any pytree (dict, tuple, NamedTuple, dataclass, registered class). A leaf whose leading
-        axis has length N (y0's rows) is per-trajectory, any other leaf is shared by the whole
-        ensemble and passed once; every leaf is a run-time input (new values never recompile)
-        and differentiable. A bare array keeps its meaning: ``(n_params,)`` for every
-        trajectory, ``(N, n_params)`` one row each.
+        Any pytree (dict, tuple, NamedTuple, dataclass, equinox module, registered class);
+        function leaves are compiled in as static. A leaf whose leading axis has length N (y0's
+        rows) is per-trajectory where f accepts it so; a vector ``(N,)`` that f accepts both
+        per member and whole is refused (say which with ``params_axes``); any other leaf is
+        shared by the whole ensemble and passed once. Every array leaf is a run-time input
+        (new values never recompile) and differentiable. Other bare arrays keep their meaning:
+        ``(n_params,)`` for every trajectory, ``(N, n_params)`` one row each.
     params_axes : pytree prefix of params, optional
         ``0`` (per-trajectory, leading axis N or 1) or ``None`` (shared) for each subtree, like
         :func:`jax.vmap`'s ``in_axes``: says which is which where the leading length is
