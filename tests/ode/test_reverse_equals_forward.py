@@ -155,3 +155,27 @@ def test_issue_reproducer_on_both_sides_of_the_real_chunk_budget(n_params):
     reverse, forward = jax.grad(loss)(p), jax.jacfwd(loss)(p)
     np.testing.assert_allclose(np.asarray(reverse), np.asarray(forward), rtol=0,
                                atol=1e-10 * float(jnp.max(jnp.abs(forward))))
+
+
+def test_vmap_of_grad_in_chunks_equals_one_grad_per_batch_element(monkeypatch):
+    # Batched primals through the chunked transpose (y0 not differentiated, two chunks).
+    monkeypatch.setattr(directional, "STACK_BUDGET", 4 * 8 * (4 * 7 + 48))
+    assert directional._max_columns(2, 7, 8) == 3
+    f = _model(4, 3)
+    y0 = jnp.asarray(1.0 + 0.1 * np.arange(6.0).reshape(N, 2))
+
+    def loss(own, shared):
+        ys = solve(f, y0, jnp.asarray(T_SAVE), {"own": own, "shared": shared},
+                   params_axes={"own": 0, "shared": None}, sens_error_control=False,
+                   method="tsit5", rtol=1e-9, atol=1e-11)
+        return jnp.sum(ys**2)
+
+    rng = np.random.default_rng(7)
+    owns = jnp.asarray(0.3 * rng.standard_normal((2, N, 4)))
+    shareds = jnp.asarray(0.3 * rng.standard_normal((2, 3)))
+    batched = jax.vmap(jax.grad(loss, argnums=(0, 1)))(owns, shareds)
+    for b in range(2):
+        one = jax.jacfwd(loss, argnums=(0, 1))(owns[b], shareds[b])
+        for got, want in zip(batched, one, strict=True):
+            np.testing.assert_allclose(np.asarray(got[b]), np.asarray(want), rtol=0,
+                                       atol=1e-10 * float(jnp.max(jnp.abs(want))))
