@@ -159,6 +159,15 @@ def _open_end(t_span, first_step, opts, dtype):
     return t_span, first_step
 
 
+def split_params(f, y0, params, params_axes, dtype, extras=()) -> _params.SplitParams:
+    """params sorted into own and shared leaves as f (and the extra functions) read them."""
+    n = y0.shape[-1]
+    return _params.split(
+        params, params_axes, y0.shape[0] if y0.ndim == 2 else None, dtype,
+        accepts=lambda layout: _model.traces_with(f, n, layout, dtype, extras),
+        reads=lambda layout, i: _model.reads_leaf(f, n, layout, dtype, extras, i))
+
+
 def _traced_model(f, n: int, split, dtype, extras):
     """_model.generated_model; a shape error says how params was read and how to change it."""
     try:
@@ -187,10 +196,7 @@ def solve(f, y0, t_span, params=None, *, params_axes=None, tstops=None, first_st
     n = y0.shape[-1]
     n_y = y0.shape[0] if y0.ndim == 2 else 1
     extras = opts.model_functions()
-    split = _params.split(params, params_axes, y0.shape[0] if y0.ndim == 2 else None, dtype,
-                          accepts=lambda layout: _model.traces_with(f, n, layout, dtype, extras),
-                          reads=lambda layout, i: _model.reads_leaf(f, n, layout, dtype, extras,
-                                                                    i))
+    split = split_params(f, y0, params, params_axes, dtype, extras)
     t_span = _as_float_array("t_span", t_span, dtype)  # before its shape: a ragged list
     t_span, first_step = _open_end(t_span, first_step, opts, dtype)
     t_shape = np.shape(t_span)

@@ -23,9 +23,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from shoal.ode import _params
 from shoal.ode._options import Event
-from shoal.ode._solve import solve
+from shoal.ode._solve import solve, split_params
 from shoal.ode._status import Status
 
 NEWTON_STEPS = 4  # from within the event's tolerance, Newton converges to rounding in 2-3
@@ -78,7 +77,7 @@ def steady_state(f, y0, params=None, *, t0=0.0, params_axes=None, return_stats=F
     # Never crossed: steady from the start (f = 0 at y0), or failed (the status says so).
     approach = jnp.where(found[:, None], stats["event_state"], ys[:, -1])
     dtype = approach.dtype
-    split = _params.split(params, params_axes, y0.shape[0] if y0.ndim == 2 else None, dtype)
+    split = split_params(f, y0.astype(dtype), params, params_axes, dtype)  # as solve read it
     own = jnp.broadcast_to(split.own, (approach.shape[0], split.own.shape[-1]))
     y_star = _polished(f, split.layout, float(t0), approach, own, split.shared)
     rhs = _member_rhs(f, split.layout, float(t0))

@@ -80,3 +80,15 @@ def test_t_span_ending_at_inf_needs_a_terminal_event():
     np.testing.assert_allclose(np.asarray(grad), 1 / 0.3, rtol=1e-6)
     with pytest.raises(ValueError, match="t_span ends at inf.*terminal event"):
         solve(production, jnp.ones((2, 2)), t_span, PARAMS)
+
+
+def test_a_bare_per_member_vector_is_read_as_solve_reads_it():
+    # y' = k - y with one k per member (a bare (N,) array): y* = k, dy*/dk = 1.
+    def relax(y, t, p):
+        return p - y
+
+    k = jnp.array([1.0, 2.0, 3.0])
+    y_star = steady_state(relax, jnp.zeros((3, 1)), k)
+    np.testing.assert_allclose(np.asarray(y_star[:, 0]), np.asarray(k), rtol=1e-12)
+    grad = jax.grad(lambda k: jnp.sum(steady_state(relax, jnp.zeros((3, 1)), k)))(k)
+    np.testing.assert_allclose(np.asarray(grad), 1.0, rtol=1e-12)
