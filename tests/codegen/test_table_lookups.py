@@ -356,3 +356,54 @@ def test_interpolated_rate_solve_matches_scipy_and_gradient_matches_fd(method):
     np.testing.assert_allclose(grad, fd, rtol=2e-6)
     integral = np.trapezoid(K_VALUES, K_GRID)  # exact for the piecewise-linear rate
     np.testing.assert_allclose(grad, -integral * y0.sum() * np.exp(-0.7 * integral), rtol=1e-8)
+
+
+# -- searches on a uniform grid: the index from the grid, confirmed by comparisons -----------------
+
+UNIFORM = np.linspace(-1.0, 3.0, 101)  # spacing 0.04, which no float represents exactly
+
+
+def _uniform_search(y, t, p):
+    xp = _c(UNIFORM, y)
+    return jnp.stack([jnp.searchsorted(xp, y[0], side="left"),
+                      jnp.searchsorted(xp, y[0], side="right"),
+                      jnp.searchsorted(xp, y[1], side="left"),
+                      jnp.searchsorted(xp, y[1], side="right")]).astype(y.dtype)
+
+
+def _geometric_search(y, t, p):
+    xp = _c(np.geomspace(1e-3, 10.0, 101), y)
+    return jnp.stack([jnp.searchsorted(xp, y[i]) for i in range(N)]).astype(y.dtype)
+
+
+def _uniform_queries(dtype):
+    """Every knot, its neighbouring floats, midpoints, both ends and beyond, NaN and infinities."""
+    knots = UNIFORM.astype(dtype)
+    up = np.nextafter(knots, np.asarray(np.inf, dtype))
+    down = np.nextafter(knots, np.asarray(-np.inf, dtype))
+    mids = ((knots[1:] + knots[:-1]) / 2).astype(dtype)
+    odd = np.array([-np.inf, np.inf, np.nan, -5.0, 7.0, -1.0, 3.0], dtype=dtype)
+    queries = np.concatenate([knots, up, down, mids, odd])
+    # Not the subnormal neighbours of the knot at 0: XLA's CPU flushes them to 0, this test's
+    # direct call does not (in a solve the kernel runs on XLA's threads and flushes too).
+    return queries[~((queries != 0) & (np.abs(queries) < np.finfo(dtype).tiny))]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
+def test_a_uniform_grid_search_is_searchsorted_exactly(dtype):
+    model = CompiledModel(_uniform_search, N, NP, dtype)
+    assert "search_sorted_uniform(" in model.model.source
+    queries = _uniform_queries(dtype)
+    for a, b in zip(queries, np.roll(queries, 7), strict=True):
+        y = np.array([a, b, 0.0, 0.0], dtype=dtype)
+        got = model(y, dtype(0.0), np.zeros(NP, dtype))
+        want = jax_eval(_uniform_search, y, 0.0, np.zeros(NP), dtype)
+        np.testing.assert_array_equal(got, want, err_msg=f"queries {a!r}, {b!r}")
+
+
+def test_a_table_far_from_uniform_keeps_the_binary_search():
+    model = CompiledModel(_geometric_search, N, NP, np.float64)
+    assert "search_sorted_uniform(" not in model.model.source
+    y = np.array([1e-3, 0.5, 2.0, 11.0])
+    np.testing.assert_array_equal(model(y, 0.0, np.zeros(NP)),
+                                  jax_eval(_geometric_search, y, 0.0, np.zeros(NP), np.float64))
