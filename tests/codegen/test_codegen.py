@@ -946,13 +946,28 @@ def test_closed_over_tracers_become_trailing_shared_parameters():
     jax.jit(outer)(jnp.array([1.0, 2.0]))
 
 
-def test_closing_over_a_traced_integer_is_a_value_error():
+def test_a_traced_integer_closure_is_a_trailing_parameter_read_back_as_an_integer():
+    seen = {}
+
     def outer(i):
-        generate(lambda y, t, p: y * i, N, NP, np.float64)
+        model, closure = generate(lambda y, t, p: y * (i // 2), N, NP, np.float64)
+        seen.update(model=model, closure=closure)
         return i
 
-    with pytest.raises(ModelTraceError, match="through params"):
-        jax.jit(outer)(3)
+    jax.jit(outer)(7)
+    (carried,) = seen["closure"]
+    assert jnp.issubdtype(carried.dtype, jnp.floating)  # carried in p, as params leaves are
+    assert seen["model"].n_params == NP + 1
+    assert "static_cast<int" in seen["model"].source  # ... and converted back in the model
+
+
+def test_closing_over_a_traced_complex_array_is_a_value_error():
+    def outer(z):
+        generate(lambda y, t, p: y * jnp.real(z), N, NP, np.float64)
+        return z
+
+    with pytest.raises(ModelTraceError, match="complex"):
+        jax.jit(outer)(1.0 + 2.0j)
 
 
 def test_repeated_subexpressions_are_emitted_once():
