@@ -164,27 +164,27 @@ SHOAL_INLINE int64_t search_sorted(const S* table, int64_t n, const Q& x, bool r
   }
   return lo;
 }
-// The same count on a table whose entries lie within a quarter spacing of a uniform grid
-// x0 + i / inv_h (a linspace): the grid gives the answer to within one entry, two comparisons
-// confirm it or move it by one, so a read costs O(1) instead of log2(n) dependent loads. Any
-// disagreement (a NaN query, a table further from uniform than promised) falls back to the
-// binary search: the result is always exactly search_sorted's.
+// The same count, started from a guess: `position` is where x lies on the table in units of
+// entries (x0 + i h for a linspace gives (x - x0) / h; log-spaced tables take logs), accurate
+// to a quarter entry for every x inside the table (the code generator checks the table), so
+// the answer is within one entry of ceil(position) and two comparisons confirm it or move it
+// by one: O(1) instead of log2(n) dependent loads. Any disagreement (a NaN query or position)
+// falls back to the binary search: the result is always exactly search_sorted's.
 template <class S, class Q>
-SHOAL_INLINE int64_t search_sorted_uniform(const S* table, int64_t n, const Q& x, bool right,
-                                           double x0, double inv_h) {
+SHOAL_INLINE int64_t search_sorted_near(const S* table, int64_t n, const Q& x, bool right,
+                                        double position) {
   // Whether entry i counts as below x (the binary search's test).
   const auto below = [&](int64_t i) {
     const Q v = static_cast<Q>(primal(table[i]));
     return right ? !lt_total(x, v) : lt_total(v, x);
   };
-  // The answer is the first entry not below x: for x in (x0 + (i-1) h, x0 + i h], i = ceil(s).
-  const double s = (static_cast<double>(x) - x0) * inv_h;
+  // The answer is the first entry not below x: for x in (t[i-1], t[i]], i = ceil(position).
   int64_t g = 0;
-  if (s >= static_cast<double>(n)) {
+  if (position >= static_cast<double>(n)) {
     g = n;
-  } else if (s > 0.0) {
-    g = static_cast<int64_t>(s);
-    if (static_cast<double>(g) < s) ++g;
+  } else if (position > 0.0) {
+    g = static_cast<int64_t>(position);
+    if (static_cast<double>(g) < position) ++g;
   }
   for (int64_t k = g > 0 ? g - 1 : 0; k <= g + 1 && k <= n; ++k) {
     if ((k == 0 || below(k - 1)) && (k == n || !below(k))) return k;
@@ -230,7 +230,7 @@ SHOAL_INLINE float next_after(float x, float toward) { return std::nextafter(x, 
   using shoal::math::clamp; using shoal::math::integer_pow; using shoal::math::primal;            \
   using shoal::math::select; using shoal::math::is_finite;                                        \
   using shoal::math::lt_total; using shoal::math::search_sorted;                                 \
-  using shoal::math::search_sorted_uniform; using shoal::math::indexed
+  using shoal::math::search_sorted_near; using shoal::math::indexed
 
 }  // namespace math
 }  // namespace shoal

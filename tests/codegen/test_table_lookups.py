@@ -371,18 +371,31 @@ def _uniform_search(y, t, p):
                       jnp.searchsorted(xp, y[1], side="right")]).astype(y.dtype)
 
 
+GEOMETRIC = np.geomspace(1e-3, 10.0, 101)
+IRREGULAR = np.sort(np.random.default_rng(3).uniform(-1.0, 3.0, 101))
+
+
 def _geometric_search(y, t, p):
-    xp = _c(np.geomspace(1e-3, 10.0, 101), y)
+    xp = _c(GEOMETRIC, y)
+    return jnp.stack([jnp.searchsorted(xp, y[0], side="left"),
+                      jnp.searchsorted(xp, y[0], side="right"),
+                      jnp.searchsorted(xp, y[1], side="left"),
+                      jnp.searchsorted(xp, y[1], side="right")]).astype(y.dtype)
+
+
+def _irregular_search(y, t, p):
+    xp = _c(IRREGULAR, y)
     return jnp.stack([jnp.searchsorted(xp, y[i]) for i in range(N)]).astype(y.dtype)
 
 
-def _uniform_queries(dtype):
-    """Every knot, its neighbouring floats, midpoints, both ends and beyond, NaN and infinities."""
-    knots = UNIFORM.astype(dtype)
+def _grid_queries(grid, dtype):
+    """Every knot, its neighbouring floats, midpoints, both ends and beyond, 0, negatives, NaN
+    and infinities."""
+    knots = grid.astype(dtype)
     up = np.nextafter(knots, np.asarray(np.inf, dtype))
     down = np.nextafter(knots, np.asarray(-np.inf, dtype))
     mids = ((knots[1:] + knots[:-1]) / 2).astype(dtype)
-    odd = np.array([-np.inf, np.inf, np.nan, -5.0, 7.0, -1.0, 3.0], dtype=dtype)
+    odd = np.array([-np.inf, np.inf, np.nan, -5.0, 0.0, 1e-9, 7.0, 30.0, -1.0, 3.0], dtype=dtype)
     queries = np.concatenate([knots, up, down, mids, odd])
     # Not the subnormal neighbours of the knot at 0: XLA's CPU flushes them to 0, this test's
     # direct call does not (in a solve the kernel runs on XLA's threads and flushes too).
@@ -390,20 +403,22 @@ def _uniform_queries(dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
-def test_a_uniform_grid_search_is_searchsorted_exactly(dtype):
-    model = CompiledModel(_uniform_search, N, NP, dtype)
-    assert "search_sorted_uniform(" in model.model.source
-    queries = _uniform_queries(dtype)
+@pytest.mark.parametrize("grid, f", [(UNIFORM, _uniform_search), (GEOMETRIC, _geometric_search)],
+                         ids=["linspace", "geomspace"])
+def test_a_search_on_a_grid_is_searchsorted_exactly(grid, f, dtype):
+    model = CompiledModel(f, N, NP, dtype)
+    assert "search_sorted_near(" in model.model.source
+    queries = _grid_queries(grid, dtype)
     for a, b in zip(queries, np.roll(queries, 7), strict=True):
         y = np.array([a, b, 0.0, 0.0], dtype=dtype)
         got = model(y, dtype(0.0), np.zeros(NP, dtype))
-        want = jax_eval(_uniform_search, y, 0.0, np.zeros(NP), dtype)
+        want = jax_eval(f, y, 0.0, np.zeros(NP), dtype)
         np.testing.assert_array_equal(got, want, err_msg=f"queries {a!r}, {b!r}")
 
 
-def test_a_table_far_from_uniform_keeps_the_binary_search():
-    model = CompiledModel(_geometric_search, N, NP, np.float64)
-    assert "search_sorted_uniform(" not in model.model.source
-    y = np.array([1e-3, 0.5, 2.0, 11.0])
+def test_an_irregular_table_keeps_the_binary_search():
+    model = CompiledModel(_irregular_search, N, NP, np.float64)
+    assert "search_sorted_near(" not in model.model.source
+    y = np.array([-1.0, 0.5, 2.0, 11.0])
     np.testing.assert_array_equal(model(y, 0.0, np.zeros(NP)),
-                                  jax_eval(_geometric_search, y, 0.0, np.zeros(NP), np.float64))
+                                  jax_eval(_irregular_search, y, 0.0, np.zeros(NP), np.float64))

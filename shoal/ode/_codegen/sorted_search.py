@@ -4,10 +4,11 @@ into a parameter leaf (the same search over the parameters, where they lie).
 Every ``method`` of jnp.searchsorted ('scan', 'scan_unrolled', 'sort', 'compare_all') computes
 the same thing, and each would otherwise unroll into code that grows with the table (log n
 lookups, a sort, or n comparisons). The call is recognised by its jit's name and replaced by
-``search_sorted`` (math.hpp) in lax's total order, or, on a constant table that is a uniform grid
-(a linspace), by ``search_sorted_uniform``: the index computed from the grid and confirmed by two
-comparisons, with the same result. Which ``side`` the jit was traced for is not
-in its parameters; JAX itself answers it, by evaluating the call at the table's first entry.
+``search_sorted`` (math.hpp) in lax's total order, or, on a constant table that is a uniform or
+geometric grid (a linspace, a geomspace), by ``search_sorted_near``: the index computed from the
+grid and confirmed by two comparisons, with the same result. Which ``side`` the jit was traced for
+is not in its parameters; JAX itself answers it, by evaluating the call at the table's first
+entry.
 """
 
 from __future__ import annotations
@@ -55,31 +56,38 @@ def searchsorted(walker, eqn, ins) -> list[Sym] | None:
         name = "tab::" + em.table(_ctype(table.dtype), [literal(v, table.dtype) for v in values])
         key = "static_cast<int64_t>({})"
     ctype = _ctype(out_dtype)
-    grid = _uniform_grid(values) if offset is None and _is_float(table.dtype) else None
+    grid = _grid(values) if offset is None and _is_float(table.dtype) else None
     for idx in np.ndindex(query.shape):
         q = key.format(em.render(query.elems[idx], query.dtype))
         if grid is None:
             call = f"search_sorted({name}, {values.size}, {q}, {right})"
         else:
-            call = (f"search_sorted_uniform({name}, {values.size}, {q}, {right}, "
-                    f"{double(grid[0])}, {double(grid[1])})")
+            spacing, x0, inv_h = grid
+            at = f"static_cast<double>({q})"
+            at = f"log({at})" if spacing == "geometric" else at
+            call = (f"search_sorted_near({name}, {values.size}, {q}, {right}, "
+                    f"({at} - {double(x0)}) * {double(inv_h)})")
         out[idx] = em.assign(ctype, f"static_cast<{ctype}>({call})")
     return [Sym(out, out_dtype)]
 
 
-# Below this many entries a binary search is as short as the uniform guess and its checks.
-UNIFORM_MIN_SIZE = 16
+# Below this many entries a binary search is as short as the guess and its checks.
+GUESS_MIN_SIZE = 16
 
 
-def _uniform_grid(values: np.ndarray) -> tuple[float, float] | None:
-    """(x0, 1/h) when every entry lies within a quarter spacing of x0 + i h (a linspace, in any
-    rounding), so that ``search_sorted_uniform``'s guess is within one entry; else None."""
+def _grid(values: np.ndarray) -> tuple[str, float, float] | None:
+    """("uniform", x0, 1/h) when every entry lies within a quarter spacing of x0 + i h (a
+    linspace, in any rounding), ("geometric", log x0, 1/log r) when the logs of positive entries
+    do (a geomspace): then ``search_sorted_near``'s guess is within one entry. Else None."""
     v = np.asarray(values, dtype=np.float64)
-    if v.size < UNIFORM_MIN_SIZE or not np.all(np.isfinite(v)):
+    if v.size < GUESS_MIN_SIZE or not np.all(np.isfinite(v)):
         return None
-    h = (v[-1] - v[0]) / (v.size - 1)
-    if not h > 0 or not np.isfinite(1.0 / h):
-        return None
-    if np.max(np.abs(v - (v[0] + h * np.arange(v.size)))) > 0.25 * h:
-        return None
-    return float(v[0]), float(1.0 / h)
+    candidates = [("uniform", v)]
+    if v[0] > 0:
+        candidates.append(("geometric", np.log(v)))
+    for spacing, u in candidates:
+        h = (u[-1] - u[0]) / (u.size - 1)
+        if h > 0 and np.isfinite(1.0 / h) and np.max(
+                np.abs(u - (u[0] + h * np.arange(u.size)))) <= 0.25 * h:
+            return spacing, float(u[0]), float(1.0 / h)
+    return None
