@@ -31,7 +31,7 @@ cpp-test: venv
 	cd build/cpp && ../../$(VENV)/bin/ctest --output-on-failure
 
 py-test: build
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q --durations=25 tests
 
 test: cpp-test py-test
 
