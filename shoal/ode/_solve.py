@@ -147,9 +147,10 @@ def _open_end(t_span, first_step, opts, dtype):
         if values is None:
             return t_span, first_step
         raise ValueError(
-            "t_span ends at inf: that needs a terminal event to end each trajectory "
-            "(event=shoal.ode.Event(fn, terminal=True)), or shoal.ode.steady_state to run to "
-            "a steady state; got no terminal event")
+            "t_span must be finite; it may end at inf only together with a terminal event "
+            "that ends each trajectory (event=shoal.ode.Event(fn, terminal=True)); to run to a "
+            f"steady state use shoal.ode.steady_state. Got t_span ending at {values} and no "
+            "terminal event")
     horizon = np.asarray(np.finfo(dtype).max / 8, dtype)
     t_span = jnp.where(jnp.isposinf(t_span), horizon, t_span)
     if first_step is None:
