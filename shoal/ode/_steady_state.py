@@ -11,10 +11,10 @@ through the trajectory: at a root, f(y*(θ), θ) = 0 gives
     dy*/dθ = −J_y⁻¹ ∂f/∂θ,
 
 one small linear solve per member, exact at the root and independent of y0 (which only selects
-the basin). J_y must be nonsingular there: a model with conservation laws has a singular J_y
-(its steady state depends on y0 through the conserved totals) and gets NaN from this rule —
-differentiate ``solve`` with ``t_span`` ending at inf and the steady-state event instead, which
-follows the trajectory.
+the basin). A model with conservation laws (c·f ≡ 0: total enzyme, mass balance; PEtab models
+have them) has a singular J_y, and its steady state depends on y0 through the conserved totals
+C y* = C y0: the laws are J_y's left null vectors (found by an SVD at the root), and both the
+Newton polish and the derivative solve the stacked system [J_y; C] dy* = [−∂f/∂θ dθ; C dy0].
 """
 
 from __future__ import annotations
@@ -55,8 +55,8 @@ def steady_state(f, y0, params=None, *, t0=0.0, params_axes=None, return_stats=F
     -------
     y_star : array ``(N, n)``
         The steady states, NaN for a member that did not reach one (its status says why).
-        Differentiable with respect to ``params`` by the implicit-function theorem (its
-        derivative with respect to ``y0`` is 0).
+        Differentiable with respect to ``params`` and ``y0`` by the implicit-function theorem
+        (with respect to ``y0`` only through conserved totals: 0 without conservation laws).
     """
     if "event" in options:
         raise TypeError("steady_state() sets its own event (the steady-state criterion); "
@@ -79,7 +79,8 @@ def steady_state(f, y0, params=None, *, t0=0.0, params_axes=None, return_stats=F
     dtype = approach.dtype
     split = split_params(f, y0.astype(dtype), params, params_axes, dtype)  # as solve read it
     own = jnp.broadcast_to(split.own, (approach.shape[0], split.own.shape[-1]))
-    y_star = _polished(f, split.layout, float(t0), approach, own, split.shared)
+    y0_rows = jnp.broadcast_to(y0.reshape(-1, y0.shape[-1]).astype(dtype), approach.shape)
+    y_star = _polished(f, split.layout, float(t0), y0_rows, approach, own, split.shared)
     rhs = _member_rhs(f, split.layout, float(t0))
     residual = jax.vmap(rhs, in_axes=(0, 0, None))(y_star, own, split.shared)
     steady = _rms(residual, axis=-1) <= atol + rtol * _rms(y_star, axis=-1)
@@ -106,29 +107,53 @@ def _member_rhs(f, layout, t0):
     return rhs
 
 
-def _polished(f, layout, t0, approach, own, shared):
+def _conservation_laws(jacobian):
+    """(n, n): rows spanning the left null space of J (zero rows elsewhere). A model with
+    conservation laws (c·f ≡ 0: total enzyme, mass balance) has them as exact null vectors, so a
+    singular value within rounding of 0 (64 n eps of the largest) marks one; a stiff but regular
+    J stays far above that."""
+    u, sigma, _ = jnp.linalg.svd(jacobian)
+    n = jacobian.shape[0]
+    null = sigma <= 64 * n * jnp.finfo(jacobian.dtype).eps * sigma[0]
+    return jnp.where(null[:, None], u.T, 0.0)
+
+
+def _constrained_solve(jacobian, laws, rhs, conserved):
+    """x with J x = rhs and laws x = conserved (least squares on the stacked system, exact when
+    the laws complete J's rank; plain J⁻¹ rhs without laws)."""
+    stacked = jnp.concatenate([jacobian, laws])
+    return jnp.linalg.lstsq(stacked, jnp.concatenate([rhs, conserved]))[0]
+
+
+def _polished(f, layout, t0, y0, approach, own, shared):
     rhs = _member_rhs(f, layout, t0)
+    jacobian = jax.jacfwd(rhs)
 
     @jax.custom_jvp
-    def root(own, shared):
-        def newton(y, o):
+    def root(y0, own, shared):
+        def newton(y0, y, o):
+            laws = _conservation_laws(jacobian(y, o, shared))
             for _ in range(NEWTON_STEPS):
-                step = jnp.linalg.solve(jax.jacfwd(rhs)(y, o, shared), rhs(y, o, shared))
+                # Newton on f(y) = 0 and laws (y - y0) = 0: the conserved totals stay y0's.
+                step = _constrained_solve(jacobian(y, o, shared), laws, rhs(y, o, shared),
+                                          laws @ (y - y0))
                 y = jnp.where(jnp.all(jnp.isfinite(step)), y - step, y)
             return y
 
-        return jax.vmap(newton)(jax.lax.stop_gradient(approach), own)
+        return jax.vmap(newton)(y0, jax.lax.stop_gradient(approach), own)
 
     @root.defjvp
     def root_jvp(primals, tangents):
-        own, shared = primals
-        d_own, d_shared = tangents
-        y_star = root(own, shared)
+        y0, own, shared = primals
+        d_y0, d_own, d_shared = tangents
+        y_star = root(y0, own, shared)
 
-        def one(y, o, do):
+        def one(y, o, dy0, do):
             _, df = jax.jvp(lambda o, s: rhs(y, o, s), (o, shared), (do, d_shared))
-            return -jnp.linalg.solve(jax.jacfwd(rhs)(y, o, shared), df)
+            j = jacobian(y, o, shared)
+            laws = _conservation_laws(j)
+            return _constrained_solve(j, laws, -df, laws @ dy0)
 
-        return y_star, jax.vmap(one)(y_star, own, d_own)
+        return y_star, jax.vmap(one)(y_star, own, d_y0, d_own)
 
-    return root(own, shared)
+    return root(y0, own, shared)

@@ -93,3 +93,28 @@ def test_a_bare_per_member_vector_is_read_as_solve_reads_it():
     np.testing.assert_allclose(np.asarray(y_star[:, 0]), np.asarray(k), rtol=1e-12)
     grad = jax.grad(lambda k: jnp.sum(steady_state(relax, jnp.zeros((3, 1)), k)))(k)
     np.testing.assert_allclose(np.asarray(grad), 1.0, rtol=1e-12)
+
+
+def isomerisation(y, t, p):
+    """a <-> b at rates k1, k2: a + b is conserved, J is singular; a* = k2 T/(k1 + k2)."""
+    flux = p[0] * y[0] - p[1] * y[1]
+    return jnp.stack([-flux, flux])
+
+
+def test_conservation_laws_keep_y0s_totals_in_value_and_gradient():
+    y0 = jnp.array([[1.0, 0.5], [0.2, 2.0]])
+    k = jnp.array([[2.0, 1.0], [0.5, 3.0]])
+    y_star = steady_state(isomerisation, y0, k)
+    total = np.asarray(y0).sum(axis=1)
+    k1, k2 = np.asarray(k).T
+    want = np.stack([k2 * total / (k1 + k2), k1 * total / (k1 + k2)], axis=1)
+    np.testing.assert_allclose(np.asarray(y_star), want, rtol=1e-12)
+
+    def a_star(y0, k):
+        return jnp.sum(steady_state(isomerisation, y0, k)[:, 0])
+
+    d_y0, d_k = jax.grad(a_star, argnums=(0, 1))(y0, k)
+    share = k2 / (k1 + k2)  # da*/da0 = da*/db0
+    np.testing.assert_allclose(np.asarray(d_y0), np.stack([share, share], axis=1), rtol=1e-10)
+    np.testing.assert_allclose(np.asarray(d_k), np.stack(
+        [-k2 * total / (k1 + k2) ** 2, k1 * total / (k1 + k2) ** 2], axis=1), rtol=1e-10)
