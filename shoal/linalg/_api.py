@@ -15,7 +15,7 @@ from jax.custom_derivatives import SymbolicZero
 
 from shoal.linalg import _cuda, _ffi
 from shoal.linalg._jax_impl import hermitian, jax_eigh
-from shoal.linalg._jvp import default_threshold, eigh_jvp
+from shoal.linalg._jvp import eigh_jvp
 from shoal.linalg._options import EighOptions, Problem, problem_type
 
 __all__ = ["eigh", "eigh_gen"]
@@ -57,17 +57,17 @@ def _eigh_core_jvp(cfg: _Config, primals, tangents):
     # custom_jvp function itself (not the kernel) keeps the rule differentiable: higher orders
     # come back here.
     options = cfg.options
-    w, v, info = _eigh_core(a, b, cfg._replace(options=options.replace(vectors=True)))
+    solved = cfg._replace(options=options.replace(vectors=True))
+    w, v, info = _eigh_core(a, b, solved)
     # Only the named triangle is read, so the effective tangents are the Hermitian matrices that
     # triangle defines; the transpose of this map sends cotangents back to that triangle alone.
     lower = options.lower
     da = None if isinstance(da, SymbolicZero) else hermitian(da, lower)
     db = None if (b is None or isinstance(db, SymbolicZero)) else hermitian(db, lower)
     b_full = None if b is None else hermitian(b, lower)
-    threshold = default_threshold(w) if cfg.deg_thresh is None else cfg.deg_thresh
     dw, dv = eigh_jvp(
-        b_full, w, v, da, db, problem=options.problem, threshold=threshold,
-        broadening=cfg.broadening,
+        hermitian(a, lower), b_full, w, v, da, db, problem=options.problem,
+        deg_thresh=cfg.deg_thresh, broadening=cfg.broadening,
     )  # fmt: skip
     # A symbolic zero of info's own tangent type: it keeps info's varying manual axes, which a
     # plain float0 array would lack inside shard_map (check_vma).
@@ -314,7 +314,8 @@ def eigh(
         has length n, the eigenvalues found first, then NaN (their eigenvector columns are zero).
     deg_thresh : float, optional
         Absolute eigenvalue gap below which a pair counts as degenerate in derivatives. Default:
-        ``sqrt(eps) * max|λ|`` per matrix.
+        a gap below ``sqrt(eps) * max(|λ_i|, |λ_j|)`` (the pair's own magnitudes) or below the
+        computed eigenvalues' rounding resolution (~``eps * ‖A‖``); see docs/linalg.md.
     broadening : None, "lorentzian" or ("lorentzian", width)
         Replace ``1/Δ`` in eigenvector derivatives by ``Δ/(Δ² + width²)``; the width defaults to
         ``deg_thresh`` (or its default).
