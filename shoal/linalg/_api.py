@@ -17,6 +17,7 @@ from shoal.linalg import _cuda, _ffi
 from shoal.linalg._jax_impl import hermitian, jax_eigh
 from shoal.linalg._jvp import eigh_jvp
 from shoal.linalg._options import EighOptions, Problem, problem_type
+from shoal.linalg._scipy_keywords import check_scipy_keywords
 
 __all__ = ["eigh", "eigh_gen"]
 
@@ -282,6 +283,11 @@ def eigh(
     deg_thresh: float | None = None,
     broadening=None,
     method: str = "lapack",
+    check_finite: bool = True,
+    overwrite_a: bool = False,
+    overwrite_b: bool = False,
+    driver: str | None = None,
+    turbo: bool = True,
 ):
     """Eigenvalues and eigenvectors of a Hermitian matrix, or of a Hermitian-definite pencil.
 
@@ -322,6 +328,11 @@ def eigh(
     method : {"lapack", "jax"}
         The compiled kernels (LAPACK on CPU, cuSOLVER on CUDA GPUs), or the pure-JAX path
         (Cholesky + ``jnp.linalg.eigh``).
+    check_finite, overwrite_a, overwrite_b, driver, turbo
+        ``scipy.linalg.eigh``'s keywords, accepted for drop-in use and checked as SciPy checks
+        them, without effect: the input is always checked for NaN/Inf, never overwritten, and
+        shoal picks the LAPACK routine (``?syevd``/``?sygvd``, ``?syevr``/``?sygvx`` for
+        subsets).
 
     Returns
     -------
@@ -336,6 +347,11 @@ def eigh(
         convergence, NaN input). Under tracing, that element's outputs are NaN instead.
     """
     problem = problem_type(type, "type")
+    check_scipy_keywords(
+        generalized=b is not None, subset=subset_by_index is not None or
+        subset_by_value is not None, driver=driver, check_finite=check_finite,
+        overwrite_a=overwrite_a, overwrite_b=overwrite_b, turbo=turbo,
+    )  # fmt: skip
     return _solve(
         a,
         b,
