@@ -14,9 +14,9 @@ import numpy as np
 from jax.custom_derivatives import SymbolicZero
 
 from shoal.linalg import _cuda, _ffi
-from shoal.linalg._jax_impl import hermitian, jax_eigh
+from shoal.linalg._jax_impl import hermitian, jax_eigh, outside_subset
 from shoal.linalg._jvp import eigh_jvp
-from shoal.linalg._options import EighOptions, Problem, problem_type
+from shoal.linalg._options import EighOptions, Problem, Subset, problem_type
 from shoal.linalg._scipy_keywords import check_scipy_keywords
 
 __all__ = ["eigh", "eigh_gen"]
@@ -60,6 +60,12 @@ def _eigh_core_jvp(cfg: _Config, primals, tangents):
     options = cfg.options
     solved = cfg._replace(options=options.replace(vectors=True))
     w, v, info = _eigh_core(a, b, solved)
+    # Eigenvectors of a subset couple to those outside it: the rule needs them too (a second,
+    # whole solve; only when the caller's eigenvectors are differentiated).
+    outside = None
+    if options.vectors and options.subset is not Subset.ALL:
+        whole = solved._replace(options=solved.options.whole())
+        outside = outside_subset(*_eigh_core(a, b, whole)[:2], options)
     # Only the named triangle is read, so the effective tangents are the Hermitian matrices that
     # triangle defines; the transpose of this map sends cotangents back to that triangle alone.
     lower = options.lower
@@ -68,7 +74,7 @@ def _eigh_core_jvp(cfg: _Config, primals, tangents):
     b_full = None if b is None else hermitian(b, lower)
     dw, dv = eigh_jvp(
         hermitian(a, lower), b_full, w, v, da, db, problem=options.problem,
-        deg_thresh=cfg.deg_thresh, broadening=cfg.broadening,
+        deg_thresh=cfg.deg_thresh, broadening=cfg.broadening, outside=outside,
     )  # fmt: skip
     # A symbolic zero of info's own tangent type: it keeps info's varying manual axes, which a
     # plain float0 array would lack inside shard_map (check_vma).
