@@ -14,6 +14,7 @@
 #include "../common/parallel_for.hpp"
 #include "eigh_ffi.hpp"
 #include "eigh_kernel.hpp"
+#include "idle_cores.hpp"
 #include "lapack.hpp"
 #include "xla/ffi/api/ffi.h"
 
@@ -44,8 +45,10 @@ ffi::Error run_batch(ffi::ThreadPool& pool, const EighProblem& p, int64_t batch,
   const int64_t limit = max_batch_workers();
   const int64_t max_workers = flops < kParallelFlops ? 1 : (limit > 0 ? limit : batch);
   // One LAPACK call per core already fills the machine; a lone small matrix gains nothing from
-  // BLAS threads either. A lone large matrix keeps the BLAS's own threading, as in SciPy.
-  const bool single_threaded_blas = max_workers > 1 || p.n < threaded_blas_min_order();
+  // BLAS threads either. A lone large matrix keeps the BLAS's own threading, as in SciPy, but
+  // only while two cores are idle: on busy cores threaded BLAS spins against the other work.
+  const bool single_threaded_blas =
+      max_workers > 1 || p.n < threaded_blas_min_order() || idle_cores() < 2;
   // parallel_for's body must not throw: a failing chunk records why, the others carry on.
   auto body = [&](int64_t begin, int64_t end) {
     const ffi::Error error = without_exceptions(kWho, [&] {
