@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import warnings
@@ -271,6 +272,7 @@ def _solve(
         eigvals_only=_flag("eigvals_only", eigvals_only),
         subset_by_index=subset_by_index,
         subset_by_value=subset_by_value,
+        shared_b=b is not None and math.prod(b.shape[:-2]) == 1 and math.prod(batch) > 1,
     )
     if deg_thresh is not None:
         deg_thresh = _real("deg_thresh", deg_thresh)

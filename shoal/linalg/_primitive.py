@@ -62,8 +62,12 @@ def _abstract_eval(*avals, results, **_):
 
 
 def _batch(args, dims, **params):
-    """vmap as ``broadcast_all``: every operand gets the mapped axis in front."""
+    """vmap as ``broadcast_all``: every operand gets the mapped axis in front. A b shared by the
+    batch stays shared only if vmap does not map it."""
     size = next(x.shape[d] for x, d in zip(args, dims, strict=True) if d is not None)
+    options = params["options"]
+    if getattr(options, "shared_b", False) and len(args) > 1 and dims[1] is not None:
+        params = dict(params, options=options.replace(shared_b=False))
     moved = [jax.numpy.broadcast_to(x, (size, *x.shape)) if d is None
              else jax.numpy.moveaxis(x, d, 0) for x, d in zip(args, dims, strict=True)]
     out = eigh_call_p.bind(*moved, **params)

@@ -55,8 +55,8 @@ ffi::Error run_batch(ffi::ThreadPool& pool, const EighProblem& p, int64_t batch,
       ScopedSingleThreadedBlas blas_guard(single_threaded_blas);
       EighWorkspace<T> ws(p);
       for (int64_t i = begin; i < end; ++i) {
-        info[i] = ws.solve(a + i * nn, p.generalized() ? b + i * nn : nullptr, w + i * p.m,
-                           p.vectors ? v + i * nm : nullptr);
+        const T* b_i = !p.generalized() ? nullptr : (p.shared_b ? b : b + i * nn);
+        info[i] = ws.solve(a + i * nn, b_i, w + i * p.m, p.vectors ? v + i * nm : nullptr);
       }
       return ffi::Error::Success();
     });
