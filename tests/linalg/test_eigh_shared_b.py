@@ -123,3 +123,17 @@ def test_kernel_reads_the_shared_b_once():
         for i in range(3):
             ref = sl.eigh(a[i], b[0 if shared else i], eigvals_only=True)
             np.testing.assert_allclose(w[i], ref, rtol=1e-11, atol=1e-11)
+
+
+def test_vmap_with_a_fixed_b_shares_it():
+    """jax.vmap(lambda f: eigh(f, s))(fs), s closed over: the kernel is told b is shared."""
+    rng = np.random.default_rng(6)
+    a, b = _problem(rng, 5, (4,))
+
+    def solve(x):
+        return eigh(x, b, eigvals_only=True)
+
+    assert "shared_b = true" in jax.jit(jax.vmap(solve)).lower(a).as_text()
+    w = np.asarray(jax.vmap(solve)(a))
+    for i in range(4):
+        np.testing.assert_allclose(w[i], sl.eigh(a[i], b, eigvals_only=True), rtol=1e-11)
