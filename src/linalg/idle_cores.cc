@@ -1,5 +1,6 @@
 #include "idle_cores.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <thread>
 
@@ -28,7 +29,13 @@ int idle_cores() {
   const int read = std::fscanf(f, "%lf %lf %lf %d/%d", &one, &five, &fifteen, &running, &total);
   std::fclose(f);
   if (read != 5 || running < 1) return -1;
-  return usable_cpus() - (running - 1);  // the caller is one of the running threads
+  return std::max(0, usable_cpus() - (running - 1));  // the caller is one of the running
+}
+
+int lone_matrix_blas_threads() {
+  const int idle = idle_cores();
+  if (idle < 0) return 0;
+  return std::max(1, std::min(usable_cpus(), idle + 1));
 }
 
 }  // namespace shoal::linalg

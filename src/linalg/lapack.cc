@@ -114,12 +114,12 @@ void set_blas_local_threads_function(void* fn) {
   g_set_local_threads.store(reinterpret_cast<SetLocalThreads*>(fn));
 }
 
-ScopedSingleThreadedBlas::ScopedSingleThreadedBlas(bool enable) {
+ScopedBlasThreads::ScopedBlasThreads(int threads) {
   SetLocalThreads* fn = g_set_local_threads.load();
-  if (enable && fn != nullptr) previous_ = fn(1);
+  if (threads > 0 && fn != nullptr) previous_ = fn(threads);
 }
 
-ScopedSingleThreadedBlas::~ScopedSingleThreadedBlas() {
+ScopedBlasThreads::~ScopedBlasThreads() {
   SetLocalThreads* fn = g_set_local_threads.load();
   if (previous_ >= 0 && fn != nullptr) fn(previous_);
 }

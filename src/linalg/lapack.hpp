@@ -130,13 +130,14 @@ int64_t threaded_blas_min_order();
 void set_max_batch_workers(int64_t n);
 int64_t max_batch_workers();
 
-// Limits BLAS threads of the calling thread to one for its lifetime (no-op without the hook).
-class ScopedSingleThreadedBlas {
+// Sets the BLAS thread count of the calling thread for its lifetime (threads <= 0, or no hook:
+// leaves it alone).
+class ScopedBlasThreads {
  public:
-  explicit ScopedSingleThreadedBlas(bool enable);
-  ~ScopedSingleThreadedBlas();
-  ScopedSingleThreadedBlas(const ScopedSingleThreadedBlas&) = delete;
-  ScopedSingleThreadedBlas& operator=(const ScopedSingleThreadedBlas&) = delete;
+  explicit ScopedBlasThreads(int threads);
+  ~ScopedBlasThreads();
+  ScopedBlasThreads(const ScopedBlasThreads&) = delete;
+  ScopedBlasThreads& operator=(const ScopedBlasThreads&) = delete;
 
  private:
   int previous_ = -1;

@@ -75,6 +75,7 @@ NB_MODULE(_linalg_ext, m) {
   m.def("set_threaded_blas_min_order", &shoal::linalg::set_threaded_blas_min_order, nb::arg("n"),
         "Lone matrices of at least this order use the BLAS's own threads.");
   m.def("idle_cores", &shoal::linalg::idle_cores,
-        "Usable CPUs minus the machine's other runnable threads now (-1: unknown); a lone large "
-        "matrix uses BLAS threads only when this is at least 2.");
+        "Usable CPUs minus the machine's other runnable threads now (-1: unknown).");
+  m.def("lone_matrix_blas_threads", &shoal::linalg::lone_matrix_blas_threads,
+        "BLAS threads a lone large matrix would get now: idle cores + 1, capped (0: unknown).");
 }
