@@ -42,7 +42,7 @@ bench: build
 	$(PY) benchmarks/lorenz_tsit5.py
 
 # The worked applications at full size: each writes its plot next to its main.py.
-EXAMPLES := bbn igm_21cm mukhanov_sasaki
+EXAMPLES := bbn igm_21cm mukhanov_sasaki scf
 examples: build
 	for e in $(EXAMPLES); do $(PY) examples/$$e/main.py || exit 1; done
 

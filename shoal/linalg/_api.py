@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import warnings
-from functools import partial
+from functools import lru_cache, partial
 from typing import NamedTuple
 
 import jax
@@ -14,9 +15,10 @@ import numpy as np
 from jax.custom_derivatives import SymbolicZero
 
 from shoal.linalg import _cuda, _ffi
-from shoal.linalg._jax_impl import hermitian, jax_eigh
-from shoal.linalg._jvp import default_threshold, eigh_jvp
-from shoal.linalg._options import EighOptions, Problem, problem_type
+from shoal.linalg._jax_impl import hermitian, jax_eigh, outside_subset
+from shoal.linalg._jvp import eigh_jvp
+from shoal.linalg._options import EighOptions, Problem, Subset, problem_type
+from shoal.linalg._scipy_keywords import check_scipy_keywords
 
 __all__ = ["eigh", "eigh_gen"]
 
@@ -57,17 +59,23 @@ def _eigh_core_jvp(cfg: _Config, primals, tangents):
     # custom_jvp function itself (not the kernel) keeps the rule differentiable: higher orders
     # come back here.
     options = cfg.options
-    w, v, info = _eigh_core(a, b, cfg._replace(options=options.replace(vectors=True)))
+    solved = cfg._replace(options=options.replace(vectors=True))
+    w, v, info = _eigh_core(a, b, solved)
+    # Eigenvectors of a subset couple to those outside it: the rule needs them too (a second,
+    # whole solve; only when the caller's eigenvectors are differentiated).
+    outside = None
+    if options.vectors and options.subset is not Subset.ALL:
+        whole = solved._replace(options=solved.options.whole())
+        outside = outside_subset(*_eigh_core(a, b, whole)[:2], options)
     # Only the named triangle is read, so the effective tangents are the Hermitian matrices that
     # triangle defines; the transpose of this map sends cotangents back to that triangle alone.
     lower = options.lower
     da = None if isinstance(da, SymbolicZero) else hermitian(da, lower)
     db = None if (b is None or isinstance(db, SymbolicZero)) else hermitian(db, lower)
     b_full = None if b is None else hermitian(b, lower)
-    threshold = default_threshold(w) if cfg.deg_thresh is None else cfg.deg_thresh
     dw, dv = eigh_jvp(
-        b_full, w, v, da, db, problem=options.problem, threshold=threshold,
-        broadening=cfg.broadening,
+        hermitian(a, lower), b_full, w, v, da, db, problem=options.problem,
+        deg_thresh=cfg.deg_thresh, broadening=cfg.broadening, outside=outside,
     )  # fmt: skip
     # A symbolic zero of info's own tangent type: it keeps info's varying manual axes, which a
     # plain float0 array would lack inside shard_map (check_vma).
@@ -97,7 +105,15 @@ def _as_matrix(x, name: str):
 
 
 def _result_dtype(*arrays):
-    dtype = jnp.result_type(*[x.dtype for x in arrays if x is not None])
+    dtypes = tuple(np.dtype(x.dtype) for x in arrays if x is not None)
+    return _promoted(dtypes, bool(jax.config.jax_enable_x64))
+
+
+@lru_cache(maxsize=64)
+def _promoted(dtypes: tuple, x64: bool):
+    """The solve's dtype (cached: JAX's promotion costs ~10 µs, a sixth of an eager call)."""
+    del x64  # part of the key: it changes what jnp.result_type returns
+    dtype = jnp.result_type(*dtypes)
     if not jnp.issubdtype(dtype, jnp.inexact):
         dtype = jnp.result_type(float)
     if dtype in (jnp.float16, jnp.bfloat16):
@@ -189,6 +205,32 @@ def _resolve_method(method: str) -> str:
     return method
 
 
+def _pipeline(a, b, cfg: _Config, dtype, batch: tuple, symmetrize_input: bool):
+    """From checked arguments to (w, v, info): cast, broadcast, symmetrize, solve."""
+    n = a.shape[-1]
+    a = jnp.broadcast_to(jnp.asarray(a, dtype), batch + (n, n))
+    if b is not None:
+        b = jnp.broadcast_to(jnp.asarray(b, dtype), batch + (n, n))
+    if symmetrize_input:
+        # jnp.linalg.eigh's convention: (x + xᴴ)/2 is solved, so both triangles are read and
+        # the gradient is Hermitian. Without it the kernels read the named triangle themselves.
+        a = _symmetrize(a)
+        b = None if b is None else _symmetrize(b)
+    return _eigh_core(a, b, cfg)
+
+
+@lru_cache(maxsize=256)
+def _eager_pipeline(cfg: _Config, dtype, batch: tuple, symmetrize_input: bool):
+    """_pipeline compiled once per configuration (jit adds one entry per input shape/dtype).
+
+    Called eagerly, the pipeline's dozen operations (cast, broadcast, symmetrize, the custom_jvp
+    and platform_dependent wrappers, the kernel call) were each dispatched and traced on their
+    own: 300-500 µs per call on 7-18 orbitals, ten times the kernel. As one jitted call the cost
+    is the dispatch of one executable; the info output is then checked on the host."""
+    return jax.jit(partial(_pipeline, cfg=cfg, dtype=dtype, batch=batch,
+                           symmetrize_input=symmetrize_input))  # fmt: skip
+
+
 def _solve(
     a,
     b,
@@ -230,6 +272,7 @@ def _solve(
         eigvals_only=_flag("eigvals_only", eigvals_only),
         subset_by_index=subset_by_index,
         subset_by_value=subset_by_value,
+        shared_b=b is not None and math.prod(b.shape[:-2]) == 1 and math.prod(batch) > 1,
     )
     if deg_thresh is not None:
         deg_thresh = _real("deg_thresh", deg_thresh)
@@ -250,20 +293,16 @@ def _solve(
     symmetrize_input = _flag("symmetrize_input", symmetrize_input)
     concrete = _is_concrete(a) and _is_concrete(b)
 
-    a = jnp.broadcast_to(jnp.asarray(a, dtype), batch + (n, n))
-    if b is not None:
-        b = jnp.broadcast_to(jnp.asarray(b, dtype), batch + (n, n))
-    if symmetrize_input:
-        # jnp.linalg.eigh's convention: (x + xᴴ)/2 is solved, so both triangles are read and
-        # the gradient is Hermitian. Without it the kernels read the named triangle themselves.
-        a = _symmetrize(a)
-        b = None if b is None else _symmetrize(b)
     cfg = _Config(options=options, deg_thresh=deg_thresh, broadening=broadening, method=method)
     if n == 0:
         real = jnp.finfo(dtype).dtype
         w = jnp.zeros(batch + (0,), real)
         return w if eigvals_only else (w, jnp.zeros(batch + (0, 0), dtype))
-    w, v, info = _eigh_core(a, b, cfg)
+    if concrete:
+        # One compiled call instead of a dozen eagerly dispatched operations (see _pipeline).
+        w, v, info = _eager_pipeline(cfg, dtype, batch, symmetrize_input)(a, b)
+    else:
+        w, v, info = _pipeline(a, b, cfg, dtype, batch, symmetrize_input)
     if concrete:
         _raise_on_failure(info, batch, n, options.generalized)
     return w if eigvals_only else (w, v)
@@ -282,6 +321,11 @@ def eigh(
     deg_thresh: float | None = None,
     broadening=None,
     method: str = "lapack",
+    check_finite: bool = True,
+    overwrite_a: bool = False,
+    overwrite_b: bool = False,
+    driver: str | None = None,
+    turbo: bool = True,
 ):
     """Eigenvalues and eigenvectors of a Hermitian matrix, or of a Hermitian-definite pencil.
 
@@ -314,13 +358,19 @@ def eigh(
         has length n, the eigenvalues found first, then NaN (their eigenvector columns are zero).
     deg_thresh : float, optional
         Absolute eigenvalue gap below which a pair counts as degenerate in derivatives. Default:
-        ``sqrt(eps) * max|λ|`` per matrix.
+        a gap below ``sqrt(eps) * max(|λ_i|, |λ_j|)`` (the pair's own magnitudes) or below the
+        computed eigenvalues' rounding resolution (~``eps * ‖A‖``); see docs/linalg.md.
     broadening : None, "lorentzian" or ("lorentzian", width)
         Replace ``1/Δ`` in eigenvector derivatives by ``Δ/(Δ² + width²)``; the width defaults to
         ``deg_thresh`` (or its default).
     method : {"lapack", "jax"}
         The compiled kernels (LAPACK on CPU, cuSOLVER on CUDA GPUs), or the pure-JAX path
         (Cholesky + ``jnp.linalg.eigh``).
+    check_finite, overwrite_a, overwrite_b, driver, turbo
+        ``scipy.linalg.eigh``'s keywords, accepted for drop-in use and checked as SciPy checks
+        them, without effect: the input is always checked for NaN/Inf, never overwritten, and
+        shoal picks the LAPACK routine (``?syevd``/``?sygvd``, ``?syevr``/``?sygvx`` for
+        subsets).
 
     Returns
     -------
@@ -335,6 +385,11 @@ def eigh(
         convergence, NaN input). Under tracing, that element's outputs are NaN instead.
     """
     problem = problem_type(type, "type")
+    check_scipy_keywords(
+        generalized=b is not None, subset=subset_by_index is not None or
+        subset_by_value is not None, driver=driver, check_finite=check_finite,
+        overwrite_a=overwrite_a, overwrite_b=overwrite_b, turbo=turbo,
+    )  # fmt: skip
     return _solve(
         a,
         b,

@@ -80,6 +80,18 @@ def select_subset(w, v, options: EighOptions):
     return w, v
 
 
+def outside_subset(w, v, options: EighOptions):
+    """The eigenpairs of a full decomposition (w, v) that options.subset does not select, as
+    (w_out, v_out). By index: the other columns. By value: all n columns, those inside
+    (vl, vu] zeroed (NaN eigenvalue, zero vector), so that shapes stay static."""
+    if options.subset is Subset.BY_INDEX:
+        il, iu = options.il, options.iu
+        cat = jnp.concatenate
+        return cat([w[..., :il], w[..., iu + 1 :]], -1), cat([v[..., :il], v[..., iu + 1 :]], -1)
+    inside = (w > options.vl) & (w <= options.vu)
+    return jnp.where(inside, jnp.nan, w), jnp.where(inside[..., None, :], 0, v)
+
+
 def finish(w, v, info, options: EighOptions):
     """Subset selection, then NaN for the failed elements (info != 0): (w, v or None, info)."""
     w, v = select_subset(w, v if options.vectors else None, options)

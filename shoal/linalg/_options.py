@@ -66,12 +66,14 @@ _FIELD_TYPES = (
     ("iu", operator.index),
     ("vl", float),
     ("vu", float),
+    ("shared_b", bool),
 )
 
 
 @dataclasses.dataclass(frozen=True)
 class EighOptions:
-    """The problem, the triangle read, whether eigenvectors are computed, and the subset.
+    """The problem, the triangle read, whether eigenvectors are computed, the subset, and
+    whether b is shared by the batch.
 
     Fields that the subset does not use are zero, so equal problems compare (and hash) equal.
     """
@@ -84,6 +86,10 @@ class EighOptions:
     iu: int = 0
     vl: float = 0.0
     vu: float = 0.0
+    # Every batch element has the same b: the CPU kernels factorise it once (per thread), not
+    # once per element. Set by eigh when b has no batch elements of its own; other kernels
+    # read each element's (equal) b as usual.
+    shared_b: bool = False
 
     def __post_init__(self):
         # Coerce (plain ints and bools are accepted) so that equal problems hash equal.
@@ -104,6 +110,7 @@ class EighOptions:
         eigvals_only: bool,
         subset_by_index=None,
         subset_by_value=None,
+        shared_b: bool = False,
     ) -> EighOptions:
         """From ``eigh``'s arguments for matrices of order ``n`` (ValueError where wrong)."""
         if subset_by_index is not None and subset_by_value is not None:
@@ -154,6 +161,7 @@ class EighOptions:
             iu=iu,
             vl=vl,
             vu=vu,
+            shared_b=shared_b and problem.generalized,
         )
 
     @property
@@ -186,4 +194,5 @@ class EighOptions:
             iu=np.int64(self.iu),
             vl=np.float64(self.vl),
             vu=np.float64(self.vu),
+            shared_b=np.bool_(self.shared_b),
         )

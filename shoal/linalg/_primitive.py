@@ -16,6 +16,7 @@ Every operand is ``batch + (n, n)`` (the same batch); every result is ``batch + 
 from __future__ import annotations
 
 import functools
+import math
 
 import jax
 import numpy as np
@@ -62,8 +63,14 @@ def _abstract_eval(*avals, results, **_):
 
 
 def _batch(args, dims, **params):
-    """vmap as ``broadcast_all``: every operand gets the mapped axis in front."""
+    """vmap as ``broadcast_all``: every operand gets the mapped axis in front. b is shared by the
+    new batch when vmap does not map it and it was shared (or alone) before; a mapped b is not."""
     size = next(x.shape[d] for x, d in zip(args, dims, strict=True) if d is not None)
+    options = params["options"]
+    if hasattr(options, "shared_b") and len(args) > 1:
+        alone = math.prod(args[1].shape[:-NON_BATCH_DIMS]) == 1
+        shared = dims[1] is None and (options.shared_b or alone)
+        params = dict(params, options=options.replace(shared_b=shared))
     moved = [jax.numpy.broadcast_to(x, (size, *x.shape)) if d is None
              else jax.numpy.moveaxis(x, d, 0) for x, d in zip(args, dims, strict=True)]
     out = eigh_call_p.bind(*moved, **params)

@@ -32,7 +32,8 @@ XLA_FFI_REGISTER_STRUCT_ATTR_DECODING(shoal::linalg::EighOptions,
                                       StructMember<bool>("vectors"),
                                       StructMember<shoal::linalg::Subset>("subset"),
                                       StructMember<int64_t>("il"), StructMember<int64_t>("iu"),
-                                      StructMember<double>("vl"), StructMember<double>("vu"));
+                                      StructMember<double>("vl"), StructMember<double>("vu"),
+                                      StructMember<bool>("shared_b"));
 
 namespace shoal::linalg {
 

@@ -14,6 +14,7 @@
 #include "../common/parallel_for.hpp"
 #include "eigh_ffi.hpp"
 #include "eigh_kernel.hpp"
+#include "idle_cores.hpp"
 #include "lapack.hpp"
 #include "xla/ffi/api/ffi.h"
 
@@ -43,17 +44,20 @@ ffi::Error run_batch(ffi::ThreadPool& pool, const EighProblem& p, int64_t batch,
                        static_cast<double>(p.n) * static_cast<double>(p.n);
   const int64_t limit = max_batch_workers();
   const int64_t max_workers = flops < kParallelFlops ? 1 : (limit > 0 ? limit : batch);
-  // One LAPACK call per core already fills the machine; a lone small matrix gains nothing from
-  // BLAS threads either. A lone large matrix keeps the BLAS's own threading, as in SciPy.
-  const bool single_threaded_blas = max_workers > 1 || p.n < threaded_blas_min_order();
+  // One LAPACK call per core already fills the machine, and a lone small matrix gains nothing
+  // from BLAS threads: one thread each. A lone large matrix gets the idle cores plus its own
+  // (idle_cores.hpp): all of them on a quiet machine, as SciPy, but never spinning threads on
+  // cores other processes keep busy.
+  const int blas_threads =
+      max_workers > 1 || p.n < threaded_blas_min_order() ? 1 : lone_matrix_blas_threads();
   // parallel_for's body must not throw: a failing chunk records why, the others carry on.
   auto body = [&](int64_t begin, int64_t end) {
     const ffi::Error error = without_exceptions(kWho, [&] {
-      ScopedSingleThreadedBlas blas_guard(single_threaded_blas);
+      ScopedBlasThreads blas_guard(blas_threads);
       EighWorkspace<T> ws(p);
       for (int64_t i = begin; i < end; ++i) {
-        info[i] = ws.solve(a + i * nn, p.generalized() ? b + i * nn : nullptr, w + i * p.m,
-                           p.vectors ? v + i * nm : nullptr);
+        const T* b_i = !p.generalized() ? nullptr : (p.shared_b ? b : b + i * nn);
+        info[i] = ws.solve(a + i * nn, b_i, w + i * p.m, p.vectors ? v + i * nm : nullptr);
       }
       return ffi::Error::Success();
     });

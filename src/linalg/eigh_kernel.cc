@@ -108,7 +108,7 @@ void EighWorkspace<T>::query() {
   R rwork_q{};
   lapack_int iwork_q = 0;
   if (p_.subset == Subset::kAll) {
-    if (!p_.generalized()) {
+    if (!solves_generalized()) {
       if constexpr (kIsComplex<T>) {
         F::syevd(&jobz, &uplo, &n, a_.data(), &lda, w_.data(), &work_q, &query, &rwork_q, &query,
                  &iwork_q, &query, &info);
@@ -128,7 +128,7 @@ void EighWorkspace<T>::query() {
     lwork_ = workspace_size(real_part(work_q));
     lrwork_ = workspace_size(rwork_q);
     liwork_ = std::max<lapack_int>(1, iwork_q);
-  } else if (!p_.generalized()) {
+  } else if (!solves_generalized()) {
     char range = p_.subset == Subset::kByIndex ? 'I' : 'V';
     R vl = static_cast<R>(p_.vl), vu = static_cast<R>(p_.vu), abstol = 0;
     lapack_int il = 1, iu = std::max<lapack_int>(1, n), m = 0;
@@ -180,7 +180,7 @@ int32_t EighWorkspace<T>::run_lapack(lapack_int* found) {
   lapack_int lwork = lwork_, lrwork = lrwork_, liwork = liwork_;
   *found = n;
   if (p_.subset == Subset::kAll) {
-    if (!p_.generalized()) {
+    if (!solves_generalized()) {
       if constexpr (kIsComplex<T>) {
         F::syevd(&jobz, &uplo, &n, a_.data(), &lda, w_.data(), work_.data(), &lwork, rwork_.data(),
                  &lrwork, iwork_.data(), &liwork, &info);
@@ -207,7 +207,7 @@ int32_t EighWorkspace<T>::run_lapack(lapack_int* found) {
   if (p_.subset == Subset::kByValue) il = 1, iu = std::max<lapack_int>(1, n);
   lapack_int m = 0;
   T* z = p_.vectors ? z_.data() : a_.data();
-  if (!p_.generalized()) {
+  if (!solves_generalized()) {
     if constexpr (kIsComplex<T>) {
       F::syevr(&jobz, &range, &uplo, &n, a_.data(), &lda, &vl, &vu, &il, &iu, &abstol, &m,
                w_.data(), z, &lda, isuppz_.data(), work_.data(), &lwork, rwork_.data(), &lrwork,
@@ -232,6 +232,52 @@ int32_t EighWorkspace<T>::run_lapack(lapack_int* found) {
   return info;
 }
 
+// ?sygvd / ?sygvx in their steps, with the Cholesky factor of the shared b computed once per
+// workspace (thread): potrf, then per element ?sygst, the standard solver on the reduced
+// matrix, and the back-transform. Status codes are ?sygvd's (n + k: the minor of order k of b).
+template <typename T>
+int32_t EighWorkspace<T>::solve_shared_b(const T* b, lapack_int* found) {
+  using F = LapackFns<T>;
+  char uplo = p_.lower() ? 'U' : 'L';  // row-major lower = column-major upper
+  lapack_int n = n_, lda = std::max<lapack_int>(1, n_), info = 0;
+  lapack_int itype = static_cast<lapack_int>(p_.itype());
+  if (!factored_) {
+    std::memcpy(b_.data(), b, sizeof(T) * static_cast<size_t>(p_.n * p_.n));
+    F::potrf(&uplo, &n, b_.data(), &lda, &info);
+    factor_info_ = info;
+    factored_ = true;
+  }
+  *found = 0;
+  if (factor_info_ != 0) return factor_info_ > 0 ? n + factor_info_ : factor_info_;
+  F::sygst(&itype, &uplo, &n, a_.data(), &lda, b_.data(), &lda, &info);
+  if (info != 0) return info;
+  if (const int32_t status = run_lapack(found); status != 0) return status;
+  if (!p_.vectors || *found == 0) return 0;
+  T* z = p_.subset == Subset::kAll ? a_.data() : z_.data();
+  lapack_int cols = *found;
+  if (p_.itype() != 3) {  // x = U⁻¹ y (upper) or L⁻ᴴ y (lower)
+    char trans = uplo == 'U' ? 'N' : (kIsComplex<T> ? 'C' : 'T'), diag = 'N';
+    F::trtrs(&uplo, &trans, &diag, &n, &cols, b_.data(), &lda, z, &lda, &info);
+    return info;
+  }
+  // type 3: x = Uᴴ y (upper) or L y (lower), row by row from the bottom so y is read before
+  // it is overwritten (both are lower triangular in effect: x_i uses y_k for k <= i).
+  const T* t = b_.data();
+  for (lapack_int j = 0; j < cols; ++j) {
+    T* y = z + static_cast<int64_t>(j) * n;
+    for (lapack_int i = n - 1; i >= 0; --i) {
+      T sum{};
+      for (lapack_int k = 0; k <= i; ++k) {
+        sum += (uplo == 'U' ? conj_if_complex(t[k + static_cast<int64_t>(i) * n])
+                            : t[i + static_cast<int64_t>(k) * n]) *
+               y[k];
+      }
+      y[i] = sum;
+    }
+  }
+  return 0;
+}
+
 template <typename T>
 int32_t EighWorkspace<T>::solve(const T* a, const T* b, R* w, T* v) {
   const int64_t n = p_.n, m = p_.m, nn = n * n;
@@ -244,8 +290,12 @@ int32_t EighWorkspace<T>::solve(const T* a, const T* b, R* w, T* v) {
     status = kNonFiniteInput;
   } else {
     std::memcpy(a_.data(), a, sizeof(T) * static_cast<size_t>(nn));
-    if (p_.generalized()) std::memcpy(b_.data(), b, sizeof(T) * static_cast<size_t>(nn));
-    status = run_lapack(&found);
+    if (shares_b()) {
+      status = solve_shared_b(b, &found);
+    } else {
+      if (p_.generalized()) std::memcpy(b_.data(), b, sizeof(T) * static_cast<size_t>(nn));
+      status = run_lapack(&found);
+    }
   }
   if (status != 0) {
     std::fill(w, w + m, nan);

@@ -35,7 +35,8 @@ class EighWorkspace {
   // May throw std::bad_alloc or std::length_error (workspace beyond 32-bit LAPACK integers).
   explicit EighWorkspace(const EighProblem& p);
 
-  // a, b: row-major n×n, only the named triangle read (b ignored for the standard problem).
+  // a, b: row-major n×n, only the named triangle read (b ignored for the standard problem; with
+  // options.shared_b, read on the first call only: every call must pass the same b).
   // w: m values (NaN padding for a by-value subset with fewer than m eigenvalues in range).
   // v: row-major n×m, or nullptr when !vectors. Returns the status code described above; on
   // failure w and v are NaN.
@@ -44,6 +45,11 @@ class EighWorkspace {
  private:
   void query();
   int32_t run_lapack(lapack_int* found);
+  int32_t solve_shared_b(const T* b, lapack_int* found);
+  // A generalized problem whose b is the same for every element is reduced here (potrf once,
+  // then ?sygst) and LAPACK solves a standard problem.
+  bool shares_b() const { return p_.generalized() && p_.shared_b; }
+  bool solves_generalized() const { return p_.generalized() && !p_.shared_b; }
 
   EighProblem p_;
   lapack_int n_;
@@ -51,6 +57,8 @@ class EighWorkspace {
   std::vector<R> w_, rwork_;
   std::vector<lapack_int> iwork_, isuppz_, ifail_;
   lapack_int lwork_ = 1, lrwork_ = 1, liwork_ = 1;
+  bool factored_ = false;       // shares_b(): b_ holds the Cholesky factor
+  lapack_int factor_info_ = 0;  // potrf's info for it
 };
 
 extern template class EighWorkspace<float>;

@@ -27,6 +27,7 @@ struct EighOptions {
   Subset subset = Subset::kAll;
   int64_t il = 0, iu = -1;  // kByIndex
   double vl = 0, vu = 0;    // kByValue
+  bool shared_b = false;    // every element has the same b: factorise it once (CPU kernels)
 
   bool lower() const { return triangle == Triangle::kLower; }
   bool generalized() const { return problem != Problem::kStandard; }

@@ -7,8 +7,10 @@ namespace shoal::linalg {
 namespace {
 
 constexpr const char* kNames[] = {
-    "ssyevd", "dsyevd", "cheevd", "zheevd", "ssygvd", "dsygvd", "chegvd", "zhegvd",
-    "ssyevr", "dsyevr", "cheevr", "zheevr", "ssygvx", "dsygvx", "chegvx", "zhegvx",
+    "ssyevd", "dsyevd", "cheevd", "zheevd", "ssygvd", "dsygvd", "chegvd",
+    "zhegvd", "ssyevr", "dsyevr", "cheevr", "zheevr", "ssygvx", "dsygvx",
+    "chegvx", "zhegvx", "spotrf", "dpotrf", "cpotrf", "zpotrf", "ssygst",
+    "dsygst", "chegst", "zhegst", "strtrs", "dtrtrs", "ctrtrs", "ztrtrs",
 };
 
 template <typename T>
@@ -27,6 +29,15 @@ bool assign(char kind, void* fn) {
     case 'x':  // ?sygvx / ?hegvx
       F::sygvx = reinterpret_cast<typename F::Sygvx*>(fn);
       return true;
+    case 'p':  // ?potrf
+      F::potrf = reinterpret_cast<typename F::Potrf*>(fn);
+      return true;
+    case 's':  // ?sygst / ?hegst
+      F::sygst = reinterpret_cast<typename F::Sygst*>(fn);
+      return true;
+    case 't':  // ?trtrs
+      F::trtrs = reinterpret_cast<typename F::Trtrs*>(fn);
+      return true;
   }
   return false;
 }
@@ -34,7 +45,7 @@ bool assign(char kind, void* fn) {
 template <typename T>
 bool all_set() {
   using F = LapackFns<T>;
-  return F::syevd && F::sygvd && F::syevr && F::sygvx;
+  return F::syevd && F::sygvd && F::syevr && F::sygvx && F::potrf && F::sygst && F::trtrs;
 }
 
 }  // namespace
@@ -51,10 +62,18 @@ bool set_lapack_function(const std::string& name, void* fn) {
     kind = 'r';
   } else if (tail == "sygvx" || tail == "hegvx") {
     kind = 'x';
+  } else if (tail == "sygst" || tail == "hegst") {
+    kind = 's';
+  } else if (tail == "potrf") {
+    kind = 'p';
+  } else if (tail == "trtrs") {
+    kind = 't';
   } else {
     return false;
   }
-  const bool hermitian = tail[0] == 'h';
+  // ?potrf and ?trtrs have one name for real and complex; the others are sy* or he*.
+  const bool hermitian =
+      (kind == 'p' || kind == 't') ? name[0] == 'c' || name[0] == 'z' : tail[0] == 'h';
   switch (name[0]) {
     case 's':
       return !hermitian && assign<float>(kind, fn);
@@ -95,12 +114,12 @@ void set_blas_local_threads_function(void* fn) {
   g_set_local_threads.store(reinterpret_cast<SetLocalThreads*>(fn));
 }
 
-ScopedSingleThreadedBlas::ScopedSingleThreadedBlas(bool enable) {
+ScopedBlasThreads::ScopedBlasThreads(int threads) {
   SetLocalThreads* fn = g_set_local_threads.load();
-  if (enable && fn != nullptr) previous_ = fn(1);
+  if (threads > 0 && fn != nullptr) previous_ = fn(threads);
 }
 
-ScopedSingleThreadedBlas::~ScopedSingleThreadedBlas() {
+ScopedBlasThreads::~ScopedBlasThreads() {
   SetLocalThreads* fn = g_set_local_threads.load();
   if (previous_ >= 0 && fn != nullptr) fn(previous_);
 }

@@ -48,10 +48,18 @@ struct RealLapackFns {
                      lapack_int* iu, T* abstol, lapack_int* m, T* w, T* z, lapack_int* ldz,
                      T* work, lapack_int* lwork, lapack_int* iwork, lapack_int* ifail,
                      lapack_int* info);
+  using Potrf = void(char* uplo, lapack_int* n, T* a, lapack_int* lda, lapack_int* info);
+  using Sygst = void(lapack_int* itype, char* uplo, lapack_int* n, T* a, lapack_int* lda, T* b,
+                     lapack_int* ldb, lapack_int* info);
+  using Trtrs = void(char* uplo, char* trans, char* diag, lapack_int* n, lapack_int* nrhs, T* a,
+                     lapack_int* lda, T* b, lapack_int* ldb, lapack_int* info);
   static inline Syevd* syevd = nullptr;
   static inline Sygvd* sygvd = nullptr;
   static inline Syevr* syevr = nullptr;
   static inline Sygvx* sygvx = nullptr;
+  static inline Potrf* potrf = nullptr;
+  static inline Sygst* sygst = nullptr;
+  static inline Trtrs* trtrs = nullptr;
 };
 
 template <typename C>
@@ -74,10 +82,18 @@ struct ComplexLapackFns {
                      lapack_int* iu, R* abstol, lapack_int* m, R* w, C* z, lapack_int* ldz,
                      C* work, lapack_int* lwork, R* rwork, lapack_int* iwork, lapack_int* ifail,
                      lapack_int* info);
+  using Potrf = void(char* uplo, lapack_int* n, C* a, lapack_int* lda, lapack_int* info);
+  using Sygst = void(lapack_int* itype, char* uplo, lapack_int* n, C* a, lapack_int* lda, C* b,
+                     lapack_int* ldb, lapack_int* info);
+  using Trtrs = void(char* uplo, char* trans, char* diag, lapack_int* n, lapack_int* nrhs, C* a,
+                     lapack_int* lda, C* b, lapack_int* ldb, lapack_int* info);
   static inline Syevd* syevd = nullptr;
   static inline Sygvd* sygvd = nullptr;
   static inline Syevr* syevr = nullptr;
   static inline Sygvx* sygvx = nullptr;
+  static inline Potrf* potrf = nullptr;
+  static inline Sygst* sygst = nullptr;
+  static inline Trtrs* trtrs = nullptr;
 };
 
 template <>
@@ -114,13 +130,14 @@ int64_t threaded_blas_min_order();
 void set_max_batch_workers(int64_t n);
 int64_t max_batch_workers();
 
-// Limits BLAS threads of the calling thread to one for its lifetime (no-op without the hook).
-class ScopedSingleThreadedBlas {
+// Sets the BLAS thread count of the calling thread for its lifetime (threads <= 0, or no hook:
+// leaves it alone).
+class ScopedBlasThreads {
  public:
-  explicit ScopedSingleThreadedBlas(bool enable);
-  ~ScopedSingleThreadedBlas();
-  ScopedSingleThreadedBlas(const ScopedSingleThreadedBlas&) = delete;
-  ScopedSingleThreadedBlas& operator=(const ScopedSingleThreadedBlas&) = delete;
+  explicit ScopedBlasThreads(int threads);
+  ~ScopedBlasThreads();
+  ScopedBlasThreads(const ScopedBlasThreads&) = delete;
+  ScopedBlasThreads& operator=(const ScopedBlasThreads&) = delete;
 
  private:
   int previous_ = -1;

@@ -6,6 +6,7 @@
 shoal_python_extension(_linalg_ext shoal/linalg
   ${CMAKE_CURRENT_LIST_DIR}/module.cc
   ${CMAKE_CURRENT_LIST_DIR}/lapack.cc
+  ${CMAKE_CURRENT_LIST_DIR}/idle_cores.cc
   ${CMAKE_CURRENT_LIST_DIR}/eigh_kernel.cc
   ${CMAKE_CURRENT_LIST_DIR}/eigh_ffi_cpu.cc
   ${CMAKE_CURRENT_LIST_DIR}/cusolver.cc

@@ -9,6 +9,7 @@
 
 #include "cusolver_api.hpp"
 #include "eigh_ffi.hpp"
+#include "idle_cores.hpp"
 #include "lapack.hpp"
 
 namespace nb = nanobind;
@@ -73,4 +74,8 @@ NB_MODULE(_linalg_ext, m) {
         "Most threads a batch is spread over (0: XLA's CPU pool size + the caller).");
   m.def("set_threaded_blas_min_order", &shoal::linalg::set_threaded_blas_min_order, nb::arg("n"),
         "Lone matrices of at least this order use the BLAS's own threads.");
+  m.def("idle_cores", &shoal::linalg::idle_cores,
+        "Usable CPUs minus the machine's other runnable threads now (-1: unknown).");
+  m.def("lone_matrix_blas_threads", &shoal::linalg::lone_matrix_blas_threads,
+        "BLAS threads a lone large matrix would get now: idle cores + 1, capped (0: unknown).");
 }

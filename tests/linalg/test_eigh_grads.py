@@ -231,8 +231,8 @@ def test_lorentzian_broadening():
 
 @pytest.mark.parametrize("itype", [0, 1, 3])
 def test_subset_derivatives(itype):
-    """Eigenvalue derivatives of a subset are exact; eigenvector derivatives are the
-    (B-orthogonal) projection of the exact derivative onto the span of the subset."""
+    """Eigenvalue and eigenvector derivatives of an index subset are those of the full
+    decomposition, coupling to the eigenvectors outside the subset included."""
     rng = np.random.default_rng(40 + itype)
     n = 6
     a = rand_herm(rng, n)
@@ -254,9 +254,7 @@ def test_subset_derivatives(itype):
     w0, v0 = sol(a)
     dw_ref = (wp - wm) / (2 * h)
     dv_full = (vp - vm) / (2 * h)
-    metric = np.eye(n) if b is None else (np.linalg.inv(b) if itype == 3 else b)
-    vs = v0[:, lo : hi + 1]
-    dv_ref = vs @ vs.T @ metric @ dv_full[:, lo : hi + 1]
+    dv_ref = dv_full[:, lo : hi + 1]
 
     if b is None:
         fun = lambda a: eigh(a, subset_by_index=(lo, hi), **lower_only)  # noqa: E731
