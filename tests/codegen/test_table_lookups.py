@@ -363,24 +363,22 @@ def test_interpolated_rate_solve_matches_scipy_and_gradient_matches_fd(method):
 UNIFORM = np.linspace(-1.0, 3.0, 101)  # spacing 0.04, which no float represents exactly
 
 
-def _uniform_search(y, t, p):
-    xp = _c(UNIFORM, y)
-    return jnp.stack([jnp.searchsorted(xp, y[0], side="left"),
-                      jnp.searchsorted(xp, y[0], side="right"),
-                      jnp.searchsorted(xp, y[1], side="left"),
-                      jnp.searchsorted(xp, y[1], side="right")]).astype(y.dtype)
-
-
 GEOMETRIC = np.geomspace(1e-3, 10.0, 101)
 IRREGULAR = np.sort(np.random.default_rng(3).uniform(-1.0, 3.0, 101))
 
 
-def _geometric_search(y, t, p):
-    xp = _c(GEOMETRIC, y)
-    return jnp.stack([jnp.searchsorted(xp, y[0], side="left"),
-                      jnp.searchsorted(xp, y[0], side="right"),
-                      jnp.searchsorted(xp, y[1], side="left"),
-                      jnp.searchsorted(xp, y[1], side="right")]).astype(y.dtype)
+def _both_sides_search(grid):
+    """A model searching ``grid`` for y[0] and y[1] on both sides (one model per grid)."""
+    def f(y, t, p):
+        xp = _c(grid, y)
+        return jnp.stack([jnp.searchsorted(xp, y[i], side=side) for i in (0, 1)
+                          for side in ("left", "right")]).astype(y.dtype)
+
+    return f
+
+
+_uniform_search = _both_sides_search(UNIFORM)
+_geometric_search = _both_sides_search(GEOMETRIC)
 
 
 def _irregular_search(y, t, p):
