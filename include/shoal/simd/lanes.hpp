@@ -22,6 +22,7 @@
 
 #include "shoal/ad/dual.hpp"
 #include "shoal/config.hpp"
+#include "shoal/elementary/ops.hpp"
 #include "shoal/lane_traits.hpp"
 
 namespace shoal {
@@ -141,6 +142,45 @@ void set_lane(ad::Dual<V, N>& x, int l, const S& value) {
 }
 
 }  // namespace simd
+
+// The elementary functions' vocabulary (elementary/ops.hpp) on lanes: vector comparisons already
+// return masks.
+template <class T, int W>
+struct elementary::Ops<simd::Lanes<T, W>> {
+  using L = simd::Lanes<T, W>;
+  using Scalar = T;
+  using Int = typename L::Mask;
+  static Int bits(const L& x) { return simd::bits(x); }
+  static L from_bits(const Int& b) { return simd::from_bits<T, W>(b); }
+  static L select(const Int& m, const L& a, const L& b) { return simd::select(m, a, b); }
+  static Int select_int(const Int& m, const Int& a, const Int& b) { return (a & m) | (b & ~m); }
+  static Int lt(const L& a, const L& b) { return a.v < b.v; }
+  static Int le(const L& a, const L& b) { return a.v <= b.v; }
+  static Int eq(const L& a, const L& b) { return a.v == b.v; }
+  static Int ilt(const Int& a, const Int& b) { return a < b; }
+  static Int ieq(const Int& a, const Int& b) { return a == b; }
+  static L to_value(const Int& i) { return L::of(__builtin_convertvector(i, typename L::Vec)); }
+  static bool any(const Int& m) { return simd::any(m); }
+  template <class F>
+  static L per_lane(const L& x, F f) {
+    L r;
+    for (int l = 0; l < W; ++l) r.v[l] = f(x.v[l]);
+    return r;
+  }
+  template <class F>
+  static L per_lane(const L& x, const L& y, F f) {
+    L r;
+    for (int l = 0; l < W; ++l) r.v[l] = f(x.v[l], y.v[l]);
+    return r;
+  }
+};
+
+template <int W>
+struct elementary::Wide<simd::Lanes<float, W>> {
+  using type = simd::Lanes<double, W>;
+  static type up(const simd::Lanes<float, W>& x) { return type(x); }
+  static simd::Lanes<float, W> down(const type& x) { return simd::Lanes<float, W>(x); }
+};
 
 template <class T, int W>
 struct LaneTraits<simd::Lanes<T, W>> {
