@@ -14,6 +14,7 @@
 //   lt le eq          comparisons of values, as masks (NaN compares false);
 //   ilt ieq           comparisons of integers, as masks;
 //   to_value          an integer (|i| < 2^52 or 2^23) to the value, exactly;
+//   sqrt              the hardware's correctly rounded square root (IEEE, so the same bits);
 //   any               whether any lane of a mask is set;
 //   per_lane(x, f)    f applied to each lane's scalar (the slow paths).
 #pragma once
@@ -81,6 +82,17 @@ struct ScalarOps {
   SHOAL_INLINE static I ilt(I a, I b) { return mask(a < b); }
   SHOAL_INLINE static I ieq(I a, I b) { return mask(a == b); }
   SHOAL_INLINE static T to_value(I i) { return static_cast<T>(i); }
+  SHOAL_INLINE static T sqrt(T x) {
+#if defined(__CUDACC_RTC__) || defined(__CUDA_ARCH__)
+    return ::sqrt(x);
+#else
+    if constexpr (sizeof(T) == 4) {
+      return __builtin_sqrtf(x);
+    } else {
+      return __builtin_sqrt(x);
+    }
+#endif
+  }
   SHOAL_INLINE static bool any(I m) { return m != 0; }
   template <class F>
   SHOAL_INLINE static T per_lane(T x, F f) {

@@ -161,6 +161,17 @@ struct elementary::Ops<simd::Lanes<T, W>> {
   static Int ieq(const Int& a, const Int& b) { return a == b; }
   static L to_value(const Int& i) { return L::of(__builtin_convertvector(i, typename L::Vec)); }
   static bool any(const Int& m) { return simd::any(m); }
+  static L sqrt(const L& x) {  // -fno-math-errno: one vector square root
+    L r;
+    for (int l = 0; l < W; ++l) {
+      if constexpr (sizeof(T) == 4) {
+        r.v[l] = __builtin_sqrtf(x.v[l]);
+      } else {
+        r.v[l] = __builtin_sqrt(x.v[l]);
+      }
+    }
+    return r;
+  }
   template <class F>
   static L per_lane(const L& x, F f) {
     L r;
