@@ -150,7 +150,8 @@ def gated(y, t, p):
     switch = jnp.where(t > 0.5, 1.0, 0.2)
     flux = jnp.sqrt(jnp.abs(y[1]) + 1.0) * jnp.sign(y[0] - 0.3)
     return jnp.stack([-rate * y[0] + switch * flux,
-                      rate * jnp.maximum(y[0], 0.0) - jnp.clip(y[1], -1.0, 0.7) + jax.nn.sigmoid(y[0])])
+                      rate * jnp.maximum(y[0], 0.0) - jnp.clip(y[1], -1.0, 0.7)
+                      + jax.nn.sigmoid(y[0])])
 
 
 def gated_ensemble(n=21, dtype=np.float64):
