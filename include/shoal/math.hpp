@@ -9,7 +9,14 @@
 #pragma once
 
 #include "shoal/config.hpp"
+#include "shoal/elementary/cbrt.hpp"
 #include "shoal/elementary/exp.hpp"
+#include "shoal/elementary/exp2.hpp"
+#include "shoal/elementary/expm1.hpp"
+#include "shoal/elementary/hyperbolic.hpp"
+#include "shoal/elementary/inverse_trig.hpp"
+#include "shoal/elementary/log.hpp"
+#include "shoal/elementary/trig.hpp"
 #include "shoal/lane_traits.hpp"
 
 #ifndef __CUDACC_RTC__
@@ -29,21 +36,9 @@ namespace math {
   SHOAL_INLINE double name(double x) { return SHOAL_MATH_NS name(x); }     \
   SHOAL_INLINE float name(float x) { return SHOAL_MATH_NS name(x); }
 
-SHOAL_UNARY(exp2)
-SHOAL_UNARY(log)
-SHOAL_UNARY(log1p)
-SHOAL_UNARY(expm1)
 SHOAL_UNARY(sqrt)
-SHOAL_UNARY(cbrt)
-SHOAL_UNARY(sin)
-SHOAL_UNARY(cos)
-SHOAL_UNARY(tan)
 SHOAL_UNARY(asin)
 SHOAL_UNARY(acos)
-SHOAL_UNARY(atan)
-SHOAL_UNARY(sinh)
-SHOAL_UNARY(cosh)
-SHOAL_UNARY(tanh)
 SHOAL_UNARY(asinh)
 SHOAL_UNARY(acosh)
 SHOAL_UNARY(atanh)
@@ -57,13 +52,28 @@ SHOAL_UNARY(fabs)
 #undef SHOAL_UNARY
 
 // shoal's own (elementary/): the same bits on every host, in SIMD lanes and on the GPU.
-SHOAL_INLINE double exp(double x) { return elementary::exp(x); }
-SHOAL_INLINE float exp(float x) { return elementary::exp(x); }
+#define SHOAL_OWN_UNARY(name)                                               \
+  SHOAL_INLINE double name(double x) { return elementary::name(x); }       \
+  SHOAL_INLINE float name(float x) { return elementary::name(x); }
+SHOAL_OWN_UNARY(exp)
+SHOAL_OWN_UNARY(exp2)
+SHOAL_OWN_UNARY(expm1)
+SHOAL_OWN_UNARY(log)
+SHOAL_OWN_UNARY(log1p)
+SHOAL_OWN_UNARY(sin)
+SHOAL_OWN_UNARY(cos)
+SHOAL_OWN_UNARY(tan)
+SHOAL_OWN_UNARY(atan)
+SHOAL_OWN_UNARY(sinh)
+SHOAL_OWN_UNARY(cosh)
+SHOAL_OWN_UNARY(tanh)
+SHOAL_OWN_UNARY(cbrt)
+#undef SHOAL_OWN_UNARY
+SHOAL_INLINE double atan2(double y, double x) { return elementary::atan2(y, x); }
+SHOAL_INLINE float atan2(float y, float x) { return elementary::atan2(y, x); }
 
 SHOAL_INLINE double pow(double x, double y) { return SHOAL_MATH_NS pow(x, y); }
 SHOAL_INLINE float pow(float x, float y) { return SHOAL_MATH_NS pow(x, y); }
-SHOAL_INLINE double atan2(double y, double x) { return SHOAL_MATH_NS atan2(y, x); }
-SHOAL_INLINE float atan2(float y, float x) { return SHOAL_MATH_NS atan2(y, x); }
 SHOAL_INLINE double fmod(double x, double y) { return SHOAL_MATH_NS fmod(x, y); }
 SHOAL_INLINE float fmod(float x, float y) { return SHOAL_MATH_NS fmod(x, y); }
 // Round half to even, as lax.round(..., ROUND_TO_NEAREST_EVEN) and jnp.round do.

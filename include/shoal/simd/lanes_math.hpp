@@ -6,7 +6,7 @@
 
 #ifndef SHOAL_DEVICE_COMPILE
 #include "shoal/ad/dual.hpp"
-#include "shoal/elementary/exp.hpp"
+#include "shoal/math.hpp"
 #include "shoal/simd/lanes.hpp"
 
 namespace shoal {
@@ -73,7 +73,23 @@ Lanes<T, W> sqrt(const Lanes<T, W>& x) {
     return elementary::name(x);                          \
   }
 SHOAL_LANES_UNARY(exp)
+SHOAL_LANES_UNARY(exp2)
+SHOAL_LANES_UNARY(expm1)
+SHOAL_LANES_UNARY(log)
+SHOAL_LANES_UNARY(log1p)
+SHOAL_LANES_UNARY(sin)
+SHOAL_LANES_UNARY(cos)
+SHOAL_LANES_UNARY(tan)
+SHOAL_LANES_UNARY(atan)
+SHOAL_LANES_UNARY(sinh)
+SHOAL_LANES_UNARY(cosh)
+SHOAL_LANES_UNARY(tanh)
+SHOAL_LANES_UNARY(cbrt)
 #undef SHOAL_LANES_UNARY
+template <class T, int W>
+Lanes<T, W> atan2(const Lanes<T, W>& y, const Lanes<T, W>& x) {
+  return elementary::atan2(y, x);
+}
 
 }  // namespace simd
 }  // namespace shoal
