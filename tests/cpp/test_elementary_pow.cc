@@ -182,8 +182,12 @@ TEST(ElementaryPow, SpecialValues) {
   EXPECT_EQ(pw(-2.0, 1024.0), inf);
   // NaN propagates otherwise.
   for (double v : finite) {
-    if (v != 1.0) EXPECT_TRUE(std::isnan(pw(v, nan_))) << v;
-    if (v != 0.0) EXPECT_TRUE(std::isnan(pw(nan_, v))) << v;
+    if (v != 1.0) {
+      EXPECT_TRUE(std::isnan(pw(v, nan_))) << v;
+    }
+    if (v != 0.0) {
+      EXPECT_TRUE(std::isnan(pw(nan_, v))) << v;
+    }
   }
   EXPECT_TRUE(std::isnan(pw(nan_, nan_)));
   EXPECT_TRUE(std::isnan(pw(nan_, inf)));
@@ -195,6 +199,7 @@ TEST(ElementaryPow, SpecialValues) {
   EXPECT_TRUE(is_pos0(pw(0.9999999999999999, 1e300)));
   EXPECT_TRUE(is_pos0(pw(1.0000000000000002, -1e300)));
   EXPECT_EQ(pw(1.0000000000000002, 0x1p52), std::exp(1.0));
+  EXPECT_EQ(pw(0.99999999999999989, 0x1p62), 0x1.44109edb2088fp-739);  // y beyond 2^53: e^(-512 - 2^-45)
   EXPECT_EQ(pw(2.0, -1074.0), 4.9e-324);
   EXPECT_EQ(pw(2.0, 1023.0), 0x1p1023);
   EXPECT_EQ(pw(4.9e-324, 1.0), 4.9e-324);
