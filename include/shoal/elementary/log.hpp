@@ -6,9 +6,10 @@
 //   x = 2^e m with m in [√2/2, √2) read from the bits (a subnormal x is first scaled by 2^54),
 //   f = m − 1 exactly (Sterbenz), s = f / (2 + f) with |s| <= (√2 − 1)/(√2 + 1) = 0.1716, and
 //   ln m = 2 atanh s = 2s + s z P(z), z = s², P(z) = Σ_{j>=0} 2 z^j / (2j + 3).
-//   s is carried as sh + sl: 2 + f = d + d_lo exactly (Fast2Sum), sh = f / d rounded, and the
-//   residual f − sh (d + d_lo) is formed exactly (Dekker's product with Veltkamp's split, no FMA,
-//   then Sterbenz), so sl = residual / d leaves s with a relative error ~2^-103.
+//   s is carried as sh + sl: 2 + f = d + d_lo exactly (Fast2Sum), sh = f (1/d) (within ~1 ulp
+//   of f/d), and the residual f − sh (d + d_lo) is formed exactly (Dekker's product with
+//   Veltkamp's split, no FMA, then Sterbenz), so sl = residual (1/d) leaves s with a relative
+//   error ~2^-102. One division.
 //   z = s² as zh + zl (Dekker's product). P = 2/3 + (2/5) z + z² Q(z): 2/3 and 2/5 are
 //   double-doubles and the first two terms are summed in double-double; Q(z) = Σ_{j=0..9}
 //   2 z^j / (2j + 7) (the Taylor coefficients, rounded to double) in plain double: z² Q <= 3.7e-4
@@ -33,7 +34,7 @@
 // [0.707, 1.414], 1 ± [2^-60, 2^-2], all normal and subnormal x; log1p also tiny x, x near −1,
 // x up to 2^1024): max 0.5000 ulp for log, log2 and log1p, 0.5005 for log10 (where log10l's own
 // error shows); float (through double, one rounding): 0.5 ulp.
-// Cost: one reduction and two divisions, ~100 flops (a double-double core) — correctly rounded
+// Cost: one reduction and one division, ~100 flops (a double-double core) — correctly rounded
 // in all but rare cases; a faster log of ~0.6 ulp is possible if speed ever matters more.
 // Special values (C99 F.10.3.7, .9, .8, .10): log(±0) = −inf, log(1) = +0, log(x < 0) = NaN,
 // log(+inf) = +inf, NaN -> NaN; log1p(±0) = ±0, log1p(−1) = −inf, log1p(x < −1) = NaN,
@@ -134,10 +135,12 @@ SHOAL_INLINE DD<V> log_dd(V x) {
   // s = f / (2 + f) as sh + sl.
   const V d = V(2.0) + f;
   const V d_lo = f - (d - V(2.0));  // exact
-  const V sh = f / d;
+  // One division: sh = f (1/d) is within ~1 ulp of f/d, and the residual carries the rest.
+  const V inv = V(1.0) / d;
+  const V sh = f * inv;
   const DD<V> p = two_prod(sh, d);
   const V residual = ((f - p.hi) - p.lo) - sh * d_lo;
-  const V sl = residual / d;
+  const V sl = residual * inv;
   // z = s², P = 2/3 + (2/5) z + z² Q(z).
   const DD<V> z0 = two_prod(sh, sh);
   const DD<V> z = {z0.hi, z0.lo + V(2.0) * sh * sl};
