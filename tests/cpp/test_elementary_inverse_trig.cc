@@ -1,4 +1,4 @@
-// shoal::elementary::atan, atan2 against atanl, atan2l: error bounds in ulp over millions of
+// shoal::elementary::atan, atan2, asin, acos against atanl, atan2l, asinl, acosl: error bounds in ulp over millions of
 // points (every reduction interval and its edges, tiny and huge arguments, all quadrants and
 // exponent ranges for atan2), the special values of C99 F.10.1.1 and F.10.1.4, float32 swept
 // (atan; atan2 on random float pairs), and lanes giving the scalar bits.
@@ -79,8 +79,41 @@ TEST(ElementaryInverseTrig, Atan2DoubleWithinBound) {
               unit.ulp, ratio.ulp, wide.ulp, close.ulp);
 }
 
+template <class F, class R>
+void check_asin_acos(const char* name, F f, R ref, double bound) {
+  const Worst unit = measure<double>(f, ref, [] { return uniform(-1, 1); }, 800000);
+  const Worst half = measure<double>(f, ref, [] { return uniform(-0.5, 0.5); }, 400000);
+  const Worst edge = measure<double>(f, ref, [] { return signed_(0.5 + uniform(-1e-6, 1e-6)); },
+                                     100000);
+  const Worst one = measure<double>(f, ref, [] { return signed_(1 - std::exp2(-uniform(1, 53))); },
+                                    300000);
+  const Worst tiny = measure<double>(f, ref, [] { return log_uniform(-1074, -1, true); }, 100000);
+  for (const Worst* w : {&unit, &half, &edge, &one, &tiny}) {
+    EXPECT_LT(w->ulp, bound) << name << " at x = " << w->x;
+  }
+  std::printf("%s double: max %.4f ulp (|x| <= 1), %.4f (|x| <= 1/2), %.4f (|x| near 1/2), "
+              "%.4f (|x| near 1), %.4f (tiny)\n", name, unit.ulp, half.ulp, edge.ulp, one.ulp,
+              tiny.ulp);
+}
+
+TEST(ElementaryInverseTrig, AsinDoubleWithinBound) {
+  check_asin_acos("asin", [](double x) { return el::asin(x); },
+                  [](long double x) { return asinl(x); }, 0.7);
+}
+TEST(ElementaryInverseTrig, AcosDoubleWithinBound) {
+  check_asin_acos("acos", [](double x) { return el::acos(x); },
+                  [](long double x) { return acosl(x); }, 0.7);
+}
+
 TEST(ElementaryInverseTrig, FloatSweep) {
-  const Worst w = sweep_float([](float x) { return el::atan(x); }, atan_ref, 509);
+  const Worst as = sweep_float([](float x) { return el::asin(x); },
+                               [](long double x) { return asinl(x); }, 1531);
+  const Worst ac = sweep_float([](float x) { return el::acos(x); },
+                               [](long double x) { return acosl(x); }, 1531);
+  EXPECT_LT(as.ulp, 0.5001) << "asin at x = " << as.x;
+  EXPECT_LT(ac.ulp, 0.5001) << "acos at x = " << ac.x;
+  std::printf("float: asin max %.6f ulp, acos %.6f\n", as.ulp, ac.ulp);
+  const Worst w = sweep_float([](float x) { return el::atan(x); }, atan_ref, 1021);
   EXPECT_LT(w.ulp, 0.5001) << "at x = " << w.x;
   Worst w2;
   for (int i = 0; i < 1000000; ++i) {
@@ -140,6 +173,27 @@ TEST(ElementaryInverseTrig, SpecialValues) {
     EXPECT_TRUE(std::isnan(el::atan2(v, nan)));
   }
   EXPECT_TRUE(std::isnan(el::atan(std::nanf(""))));
+  EXPECT_TRUE(same(el::asin(0.0), 0.0));
+  EXPECT_TRUE(same(el::asin(-0.0), -0.0));
+  EXPECT_TRUE(same(el::acos(1.0), 0.0));
+  EXPECT_EQ(el::acos(-1.0), pi);
+  EXPECT_EQ(el::acos(0.0), pio2);
+  EXPECT_EQ(el::acos(-0.0), pio2);
+  EXPECT_EQ(el::asin(1.0), pio2);
+  EXPECT_EQ(el::asin(-1.0), -pio2);
+  EXPECT_TRUE(same(el::asin(-dmin), -dmin));
+  EXPECT_EQ(el::acos(0.5), 1.0471975511965979);
+  for (double v : {1.0000000000000002, -1.0000000000000002, 2.0, -2.0, inf, -inf, nan}) {
+    EXPECT_TRUE(std::isnan(el::asin(v))) << v;
+    EXPECT_TRUE(std::isnan(el::acos(v))) << v;
+  }
+  for (float v : {1.0000001f, -1.0000001f, 2.0f, -2.0f, static_cast<float>(inf),
+                  static_cast<float>(-inf), std::nanf("")}) {
+    EXPECT_TRUE(std::isnan(el::asin(v))) << v;
+    EXPECT_TRUE(std::isnan(el::acos(v))) << v;
+  }
+  EXPECT_TRUE(same_bits(el::acos(1.0f), 0.0f));
+  EXPECT_TRUE(same_bits(el::asin(-0.0f), -0.0f));
   EXPECT_EQ(el::atan(std::numeric_limits<float>::infinity()), static_cast<float>(pio2));
 }
 
@@ -158,6 +212,18 @@ TEST(ElementaryInverseTrig, LanesGiveScalarBits) {
   const auto xf = arguments<float>(draw, 4096);
   expect_lanes_match<float, 16>([](float x) { return el::atan(x); },
                                 [](auto x) { return el::atan(x); }, xf);
+  const auto ud = arguments<double>([] { return uniform(-1.1, 1.1); }, 4096);
+  const auto uf = arguments<float>([] { return uniform(-1.1, 1.1); }, 4096);
+  auto asin_d = [](double x) { return el::asin(x); };
+  auto acos_d = [](double x) { return el::acos(x); };
+  expect_lanes_match<double, 8>(asin_d, [](auto x) { return el::asin(x); }, ud);
+  expect_lanes_match<double, 4>(asin_d, [](auto x) { return el::asin(x); }, ud);
+  expect_lanes_match<double, 8>(acos_d, [](auto x) { return el::acos(x); }, ud);
+  expect_lanes_match<double, 4>(acos_d, [](auto x) { return el::acos(x); }, ud);
+  expect_lanes_match<float, 16>([](float x) { return el::asin(x); },
+                                [](auto x) { return el::asin(x); }, uf);
+  expect_lanes_match<float, 16>([](float x) { return el::acos(x); },
+                                [](auto x) { return el::acos(x); }, uf);
   // atan2: y from one list, x from the same list shifted (all pairs of specials meet).
   auto pairs = [](auto xs, auto scalar2, auto vector2, auto tag) {
     using T = decltype(tag);
