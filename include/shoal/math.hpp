@@ -9,6 +9,7 @@
 #pragma once
 
 #include "shoal/config.hpp"
+#include "shoal/elementary/exp.hpp"
 #include "shoal/lane_traits.hpp"
 
 #ifndef __CUDACC_RTC__
@@ -28,7 +29,6 @@ namespace math {
   SHOAL_INLINE double name(double x) { return SHOAL_MATH_NS name(x); }     \
   SHOAL_INLINE float name(float x) { return SHOAL_MATH_NS name(x); }
 
-SHOAL_UNARY(exp)
 SHOAL_UNARY(exp2)
 SHOAL_UNARY(log)
 SHOAL_UNARY(log1p)
@@ -55,6 +55,10 @@ SHOAL_UNARY(ceil)
 SHOAL_UNARY(trunc)
 SHOAL_UNARY(fabs)
 #undef SHOAL_UNARY
+
+// shoal's own (elementary/): the same bits on every host, in SIMD lanes and on the GPU.
+SHOAL_INLINE double exp(double x) { return elementary::exp(x); }
+SHOAL_INLINE float exp(float x) { return elementary::exp(x); }
 
 SHOAL_INLINE double pow(double x, double y) { return SHOAL_MATH_NS pow(x, y); }
 SHOAL_INLINE float pow(float x, float y) { return SHOAL_MATH_NS pow(x, y); }
@@ -84,18 +88,25 @@ template <class T>
 SHOAL_INLINE T logistic(const T& x) {
   return T(1) / (T(1) + exp(-x));
 }
+// select_n: which value the predicate picks (the sparsity tracer overloads it to join both;
+// SIMD lanes overload it for their masks, simd/lanes_math.hpp).
+template <class T>
+SHOAL_INLINE T select(bool pred, const T& on_true, const T& on_false) {
+  return pred ? on_true : on_false;
+}
+// The choices below go through select so that lanes (whose comparisons are masks) take them too.
 template <class T>
 SHOAL_INLINE T sign(const T& x) {
   // sign(NaN) is NaN and sign(±0) is ±0, as in XLA.
-  return x > T(0) ? T(1) : (x < T(0) ? T(-1) : x);
+  return select(x > T(0), T(1), select(x < T(0), T(-1), x));
 }
 template <class T>
 SHOAL_INLINE T max(const T& a, const T& b) {
-  return (a != a || a > b) ? a : b;
+  return select(a != a || a > b, a, b);
 }
 template <class T>
 SHOAL_INLINE T min(const T& a, const T& b) {
-  return (a != a || a < b) ? a : b;
+  return select(a != a || a < b, a, b);
 }
 template <class T>
 SHOAL_INLINE T clamp(const T& lo, const T& x, const T& hi) {
@@ -118,11 +129,6 @@ SHOAL_INLINE T integer_pow(const T& x, int n) {
     if (m) base = base * base;
   }
   return invert ? T(1) / result : result;
-}
-// select_n: which value the predicate picks (the sparsity tracer overloads it to join both).
-template <class T>
-SHOAL_INLINE T select(bool pred, const T& on_true, const T& on_false) {
-  return pred ? on_true : on_false;
 }
 // Control flow in a model. A while loop: `for (bool grew = true;;) { cond; if (!test(cond, grew))
 // break; grew = false; body; grew |= update(carry, next) for each float carry; }`; a lax.cond

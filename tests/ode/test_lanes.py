@@ -141,3 +141,59 @@ def test_gradients_are_bit_identical(method):
 def test_lanes_must_be_zero_or_a_power_of_two(bad):
     with pytest.raises(ValueError, match="lanes must be 0"):
         solve(lorenz, np.ones(3), [0.0, 1.0], np.ones(3), lanes=bad)
+
+
+# Beyond arithmetic, still in the lanes: shoal's own exp and sqrt, comparisons as masks (where,
+# maximum, abs, sign, clip), computing the scalar path's bits.
+def gated(y, t, p):
+    rate = p[0] * jnp.exp(-p[1] / (1.0 + y[1] ** 2))
+    switch = jnp.where(t > 0.5, 1.0, 0.2)
+    flux = jnp.sqrt(jnp.abs(y[1]) + 1.0) * jnp.sign(y[0] - 0.3)
+    return jnp.stack([-rate * y[0] + switch * flux,
+                      rate * jnp.maximum(y[0], 0.0) - jnp.clip(y[1], -1.0, 0.7)
+                      + jax.nn.sigmoid(y[0])])
+
+
+def gated_ensemble(n=21, dtype=np.float64):
+    p = np.stack([np.geomspace(0.3, 3e3, n), np.linspace(0.1, 2.0, n)], 1).astype(dtype)
+    p = p[np.argsort(np.sin(np.arange(n)))]   # stiff and non-stiff members side by side
+    y0 = np.tile(np.array([1.0, -0.5], dtype), (n, 1))
+    y0[2] = np.nan
+    return y0, np.linspace(0, 2, 6).astype(dtype), p
+
+
+def test_functions_and_masks_run_in_the_lanes():
+    from shoal.ode._codegen.model_struct import generate_model
+    assert generate_model(gated, 2, 2, np.float64).lane_arithmetic
+    assert not generate_model(tabled, 2, 1, np.float64).lane_arithmetic  # a table: per lane
+
+
+@pytest.mark.parametrize("method", ["tsit5", "rodas5p"])
+def test_functions_and_masks_are_bit_identical(method):
+    y0, t_span, p = gated_ensemble()
+    assert_same_solves(lambda lanes: solve(gated, y0, t_span, p, method=method, rtol=1e-8,
+                                           atol=1e-10, return_stats=True, lanes=lanes))
+
+
+def test_functions_and_masks_float32_and_sparse():
+    y0, t_span, p = gated_ensemble(dtype=np.float32)
+    assert_same_solves(lambda lanes: solve(gated, y0, t_span, p, method="rodas5p", rtol=1e-4,
+                                           atol=1e-6, lanes=lanes))
+    y0, t_span, p = gated_ensemble()
+    assert_same_solves(lambda lanes: solve(gated, y0, t_span, p, method="rodas5p",
+                                           sparsity="auto", rtol=1e-7, atol=1e-9, lanes=lanes))
+
+
+@pytest.mark.parametrize("method", ["tsit5", "rodas5p"])
+def test_functions_and_masks_gradients_are_bit_identical(method):
+    y0, t_span, p = gated_ensemble(n=9)
+    y0[2] = 1.0
+
+    def run(lanes):
+        def loss(q, y0):
+            return jnp.sum(solve(gated, y0, t_span, q, method=method, rtol=1e-7, atol=1e-9,
+                                 lanes=lanes)[:, -1] ** 2)
+
+        return jax.value_and_grad(loss, argnums=(0, 1))(jnp.asarray(p), jnp.asarray(y0))
+
+    assert_same_solves(run)

@@ -115,7 +115,13 @@ SHOAL_INLINE Dual<T, N> chain(const Dual<T, N>& x, const T& value, const T& slop
   using math::is_finite;
   Dual<T, N> r;
   r.v = value;
-  if (is_finite(slope)) {
+  if constexpr (LaneTraits<T>::count > 1) {
+    // The same choice per lane, by masks (simd/lanes_math.hpp).
+    const auto infinite = !lane_is_finite(slope);
+    for (int k = 0; k < N; ++k) {
+      r.d[k] = select(infinite && lane_is_zero(x.d[k]), T(0), slope * x.d[k]);
+    }
+  } else if (is_finite(slope)) {
     for (int k = 0; k < N; ++k) r.d[k] = slope * x.d[k];
   } else {
     for (int k = 0; k < N; ++k) r.d[k] = is_zero(x.d[k]) ? T(0) : slope * x.d[k];
@@ -181,18 +187,18 @@ SHOAL_MIXED(*)
 SHOAL_MIXED(/)
 #undef SHOAL_MIXED
 
-// ---- comparisons: values only ------------------------------------------------------------------
+// ---- comparisons: values only (bool, or a mask for duals over SIMD lanes) ------------------------------------------------------------------
 #define SHOAL_COMPARE(op)                                                          \
   template <class T, int N>                                                        \
-  SHOAL_INLINE bool operator op(const Dual<T, N>& a, const Dual<T, N>& b) {        \
+  SHOAL_INLINE auto operator op(const Dual<T, N>& a, const Dual<T, N>& b) {        \
     return a.v op b.v;                                                             \
   }                                                                                \
-  template <class T, int N, class S>                                               \
-  SHOAL_INLINE IfArithmetic<S, bool> operator op(const Dual<T, N>& a, S b) {       \
+  template <class T, int N, class S, class = IfArithmetic<S, void>>                \
+  SHOAL_INLINE auto operator op(const Dual<T, N>& a, S b) {                        \
     return a.v op T(b);                                                            \
   }                                                                                \
-  template <class T, int N, class S>                                               \
-  SHOAL_INLINE IfArithmetic<S, bool> operator op(S a, const Dual<T, N>& b) {       \
+  template <class T, int N, class S, class = IfArithmetic<S, void>>                \
+  SHOAL_INLINE auto operator op(S a, const Dual<T, N>& b) {                        \
     return T(a) op b.v;                                                            \
   }
 SHOAL_COMPARE(<)
@@ -259,8 +265,8 @@ SHOAL_DUAL_UNARY(trunc, trunc(a), T(0))
 SHOAL_DUAL_UNARY(round_even, round_even(a), T(0))
 SHOAL_DUAL_UNARY(round_away, round_away(a), T(0))
 // |a|' = sign(a) (0 at 0, as JAX)
-SHOAL_DUAL_UNARY(abs, abs(a), a > T(0) ? T(1) : (a < T(0) ? T(-1) : T(0)))
-SHOAL_DUAL_UNARY(fabs, abs(a), a > T(0) ? T(1) : (a < T(0) ? T(-1) : T(0)))
+SHOAL_DUAL_UNARY(abs, abs(a), select(a > T(0), T(1), select(a < T(0), T(-1), T(0))))
+SHOAL_DUAL_UNARY(fabs, abs(a), select(a > T(0), T(1), select(a < T(0), T(-1), T(0))))
 #undef SHOAL_DUAL_UNARY
 
 // ψ^(k)(a)' = ψ^(k+1)(a): the order is a constant of the model, not differentiated.
@@ -286,12 +292,19 @@ template <class T, int N>
 SHOAL_INLINE Dual<T, N> pow(const Dual<T, N>& x, const Dual<T, N>& y) {
   SHOAL_MATH_USING;
   const T r = pow(x.v, y.v);
-  const T da = y.v == T(0) ? T(0) : y.v * pow(x.v, y.v - T(1));
-  const T db = x.v == T(0) ? T(0) : r * log(x.v);
+  const T da = select(y.v == T(0), T(0), y.v * pow(x.v, y.v - T(1)));
+  const T db = select(x.v == T(0), T(0), r * log(x.v));
   Dual<T, N> out;
   out.v = r;
-  for (int k = 0; k < N; ++k) {
-    out.d[k] = (is_zero(x.d[k]) ? T(0) : da * x.d[k]) + (is_zero(y.d[k]) ? T(0) : db * y.d[k]);
+  if constexpr (LaneTraits<T>::count > 1) {  // the same choices per lane, by masks
+    for (int k = 0; k < N; ++k) {
+      out.d[k] = select(lane_is_zero(x.d[k]), T(0), da * x.d[k]) +
+                 select(lane_is_zero(y.d[k]), T(0), db * y.d[k]);
+    }
+  } else {
+    for (int k = 0; k < N; ++k) {
+      out.d[k] = (is_zero(x.d[k]) ? T(0) : da * x.d[k]) + (is_zero(y.d[k]) ? T(0) : db * y.d[k]);
+    }
   }
   return out;
 }

@@ -10,9 +10,12 @@
 // dependency for what is a thin wrapper. Functions beyond arithmetic run one lane at a time
 // through the scalar code (rhs_per_lane).
 //
-// Deliberately absent: comparisons returning bool (a model that compares goes per lane) and
-// implicit conversion back to T. Masked choices are explicit (select, any) for the dense LU's
-// pivoting (linalg/dense_lu_lanes.hpp).
+// Comparisons return a LaneMask (all bits set per lane where true), which select(), &&, || and !
+// take, so a generated model's `where`, max and min run in the lanes with the scalar's choices;
+// never bool, and no implicit conversion back to T. Functions beyond arithmetic (exp, log, pow,
+// ...) are shoal's own (elementary/), written once for scalars and lanes, so a lane computes
+// the scalar's bits (simd/lanes_math.hpp); a model calling anything else runs one lane at a time
+// through the scalar code (rhs_per_lane).
 #pragma once
 
 #ifndef SHOAL_DEVICE_COMPILE
@@ -46,6 +49,9 @@ constexpr int native_lanes() {
 }
 
 template <class T, int W>
+struct LaneMask;
+
+template <class T, int W>
 struct Lanes {
   static_assert(W >= 2 && (W & (W - 1)) == 0, "lanes come in powers of two");
   typedef T Vec __attribute__((vector_size(sizeof(T) * W)));
@@ -76,10 +82,37 @@ struct Lanes {
   friend Lanes operator-(const Lanes& a, const Lanes& b) { return of(a.v - b.v); }
   friend Lanes operator*(const Lanes& a, const Lanes& b) { return of(a.v * b.v); }
   friend Lanes operator/(const Lanes& a, const Lanes& b) { return of(a.v / b.v); }
+  // Comparisons, lane by lane (NaN compares false, as in the scalar code).
+  friend LaneMask<T, W> operator<(const Lanes& a, const Lanes& b) { return {a.v < b.v}; }
+  friend LaneMask<T, W> operator<=(const Lanes& a, const Lanes& b) { return {a.v <= b.v}; }
+  friend LaneMask<T, W> operator>(const Lanes& a, const Lanes& b) { return {a.v > b.v}; }
+  friend LaneMask<T, W> operator>=(const Lanes& a, const Lanes& b) { return {a.v >= b.v}; }
+  friend LaneMask<T, W> operator==(const Lanes& a, const Lanes& b) { return {a.v == b.v}; }
+  friend LaneMask<T, W> operator!=(const Lanes& a, const Lanes& b) { return {a.v != b.v}; }
+  // A mask as a value: 1 where set, 0 elsewhere (a bool converted to float).
+  explicit Lanes(const LaneMask<T, W>& m) : v(Vec{} + T(1)) {
+    v = (Vec)((typename LaneMask<T, W>::Bits)v & m.m);
+  }
   Lanes& operator+=(const Lanes& o) { return *this = *this + o; }
   Lanes& operator-=(const Lanes& o) { return *this = *this - o; }
   Lanes& operator*=(const Lanes& o) { return *this = *this * o; }
   Lanes& operator/=(const Lanes& o) { return *this = *this / o; }
+};
+
+// A comparison's result in every lane: all bits set where it holds. The logical operators do not
+// short-circuit (both sides are values already computed).
+template <class T, int W>
+struct LaneMask {
+  using Bits = typename Lanes<T, W>::Mask;
+  Bits m;
+  friend LaneMask operator&&(const LaneMask& a, const LaneMask& b) { return {a.m & b.m}; }
+  friend LaneMask operator||(const LaneMask& a, const LaneMask& b) { return {a.m | b.m}; }
+  friend LaneMask operator!(const LaneMask& a) { return {~a.m}; }
+  friend LaneMask operator&(const LaneMask& a, const LaneMask& b) { return {a.m & b.m}; }
+  friend LaneMask operator|(const LaneMask& a, const LaneMask& b) { return {a.m | b.m}; }
+  friend LaneMask operator^(const LaneMask& a, const LaneMask& b) { return {a.m ^ b.m}; }
+  friend LaneMask operator==(const LaneMask& a, const LaneMask& b) { return {~(a.m ^ b.m)}; }
+  friend LaneMask operator!=(const LaneMask& a, const LaneMask& b) { return {a.m ^ b.m}; }
 };
 
 // ---- masks and selects (the dense LU's pivoting) ------------------------------------------------
@@ -217,3 +250,6 @@ void rhs_per_lane(const V* y, const V& t, const V* p, V* dy) {
 
 }  // namespace shoal
 #endif  // SHOAL_DEVICE_COMPILE
+
+// select, max, min and the elementary functions on lanes and on duals of lanes.
+#include "shoal/simd/lanes_math.hpp"

@@ -127,12 +127,14 @@ def generate(f, n_vars: int, params: int | ParamLayout, dtype,
         if tables:
             # Device code must read the __device__ copy of a table and host code the host copy.
             body = [*table_namespace_alias(), *body]
-        statements = ["    SHOAL_MATH_USING;", "    (void)y; (void)t; (void)p;",
-                      *(indent + line for line in body)]
         if kind == "rhs":
             rhs_in_lanes = lane_arithmetic(body)
+            if rhs_in_lanes:
+                body = lane_statements(body)
+        statements = ["    SHOAL_MATH_USING;", "    (void)y; (void)t; (void)p;",
+                      *(indent + line for line in body)]
         if kind == "rhs" and not rhs_in_lanes:
-            # SIMD lanes (simd/lanes.hpp) carry arithmetic only: anything else, one lane at a time.
+            # What SIMD lanes cannot compute as scalars do (lane_arithmetic): one lane at a time.
             statements = ["    if constexpr (shoal::lane_count<T>() > 1) {",
                           "      shoal::rhs_per_lane<Model>(y, t, p, dy);",
                           "    } else {",
@@ -174,21 +176,37 @@ def generate(f, n_vars: int, params: int | ParamLayout, dtype,
                            lane_arithmetic=rhs_in_lanes), closure)
 
 
-_LANE_NAMES = frozenset({"const", "T", "y", "t", "p", "dy", "integer_pow"})
+# What a right-hand side may use and still run in SIMD lanes: arithmetic, comparisons and the
+# choices made of them (simd/lanes.hpp: a comparison is a mask there), and the functions shoal
+# computes itself for scalars and lanes alike (simd/lanes_math.hpp), so a lane's bits are the
+# scalar path's.
+LANE_FUNCTIONS = frozenset({
+    "integer_pow", "select", "max", "min", "clamp", "abs", "fabs", "sign", "square", "sqrt",
+    "rsqrt", "logistic", "exp",
+})
+_LANE_NAMES = frozenset({"const", "T", "y", "t", "p", "dy", "bool", *LANE_FUNCTIONS})
+_LANE_OPERATORS = frozenset("+-*/()[]=;,.<>!&|")
 _TOKEN = re.compile(r"[A-Za-z_]\w*|\d[\d.]*(?:[eE][+-]?\d+)?|\S")
 
 
 def lane_arithmetic(body: list[str]) -> bool:
-    """Whether these statements are plain floating-point arithmetic (+, −, ×, ÷, integer
-    powers of T values and literals), which SIMD lanes compute exactly as scalars do; the rest
-    (comparisons, integers, tables, loops, libm functions) runs one lane at a time."""
+    """Whether these statements run in SIMD lanes exactly as scalars: floating-point arithmetic,
+    comparisons of T values and the selects, max, min made of them, and the functions of
+    LANE_FUNCTIONS; the rest (integers, tables, loops, other functions) runs one lane at a
+    time. A `bool` may only name a comparison's result (a mask in the lanes)."""
     for token in _TOKEN.findall("\n".join(body)):
         if token[0].isalpha() or token[0] == "_":
             if token not in _LANE_NAMES and not re.fullmatch(r"v\d+", token):
                 return False
-        elif not (token[0].isdigit() or token in "+-*/()[]=;,."):
+        elif not (token[0].isdigit() or token in _LANE_OPERATORS):
             return False
     return True
+
+
+def lane_statements(body: list[str]) -> list[str]:
+    """The statements as the lanes compile them: a comparison's result is a mask, so its local
+    is `auto` (bool for scalars and duals, simd::LaneMask in the lanes)."""
+    return [line.replace("const bool ", "const auto ", 1) for line in body]
 
 
 def _body(em: Emitter, closed, consts, n_vars: int, layout: ParamLayout, p_names, dtype,

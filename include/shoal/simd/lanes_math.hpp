@@ -1,0 +1,80 @@
+// Model mathematics on SIMD lanes and on the dual numbers built on them: masked choices (select,
+// max, min, sign) and the elementary functions, each computing in every lane the bits the scalar
+// code computes (the functions are the same routines, elementary/*.hpp). Found by
+// argument-dependent lookup from a generated model's unqualified calls.
+#pragma once
+
+#ifndef SHOAL_DEVICE_COMPILE
+#include "shoal/ad/dual.hpp"
+#include "shoal/elementary/exp.hpp"
+#include "shoal/simd/lanes.hpp"
+
+namespace shoal {
+namespace simd {
+
+// ---- choices by masks --------------------------------------------------------------------------
+template <class T, int W>
+Lanes<T, W> select(const LaneMask<T, W>& m, const Lanes<T, W>& on_true,
+                   const Lanes<T, W>& on_false) {
+  return select<T, W>(m.m, on_true, on_false);
+}
+// A dual of lanes (of duals of lanes ...): the choice in its value and in every tangent.
+template <class T, int W, class V, int N>
+ad::Dual<V, N> select(const LaneMask<T, W>& m, const ad::Dual<V, N>& on_true,
+                      const ad::Dual<V, N>& on_false) {
+  ad::Dual<V, N> r;
+  r.v = select(m, on_true.v, on_false.v);
+  for (int k = 0; k < N; ++k) r.d[k] = select(m, on_true.d[k], on_false.d[k]);
+  return r;
+}
+// Per lane, ad::is_zero and ad::is_finite of the scalar duals: the value and every tangent.
+template <class T, int W>
+LaneMask<T, W> lane_is_zero(const Lanes<T, W>& x) {
+  return x == Lanes<T, W>(T(0));
+}
+template <class V, int N>
+auto lane_is_zero(const ad::Dual<V, N>& x) {
+  auto z = lane_is_zero(x.v);
+  for (int k = 0; k < N; ++k) z = z && lane_is_zero(x.d[k]);
+  return z;
+}
+template <class T, int W>
+LaneMask<T, W> lane_is_finite(const Lanes<T, W>& x) {
+  return x - x == Lanes<T, W>(T(0));
+}
+template <class V, int N>
+auto lane_is_finite(const ad::Dual<V, N>& x) {
+  auto f = lane_is_finite(x.v);
+  for (int k = 0; k < N; ++k) f = f && lane_is_finite(x.d[k]);
+  return f;
+}
+// max and min propagate NaN as math.hpp's do: a NaN in a lane is chosen.
+template <class T, int W>
+Lanes<T, W> max(const Lanes<T, W>& a, const Lanes<T, W>& b) {
+  return select(a != a || a > b, a, b);
+}
+template <class T, int W>
+Lanes<T, W> min(const Lanes<T, W>& a, const Lanes<T, W>& b) {
+  return select(a != a || a < b, a, b);
+}
+template <class T, int W>
+Lanes<T, W> fabs(const Lanes<T, W>& x) {
+  return abs(x);
+}
+template <class T, int W>
+Lanes<T, W> sqrt(const Lanes<T, W>& x) {
+  return elementary::Ops<Lanes<T, W>>::sqrt(x);
+}
+
+// ---- elementary functions: shoal's own, the scalar routines' bits -------------------------------
+#define SHOAL_LANES_UNARY(name)                          \
+  template <class T, int W>                              \
+  Lanes<T, W> name(const Lanes<T, W>& x) {               \
+    return elementary::name(x);                          \
+  }
+SHOAL_LANES_UNARY(exp)
+#undef SHOAL_LANES_UNARY
+
+}  // namespace simd
+}  // namespace shoal
+#endif  // SHOAL_DEVICE_COMPILE
