@@ -1,5 +1,6 @@
 // shoal::elementary::cbrt against cbrtl: error bound in ulp over millions of points (subnormals
-// included), exact cubes, the special values (C99 F.9.4.1), float32 swept, lanes giving scalar bits.
+// included), exact cubes, the special values (C99 F.9.4.1), float32 swept, lanes giving scalar
+// bits.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,11 +19,12 @@ auto cbrt_f = [](float x) { return el::cbrt(x); };
 auto ref = [](long double x) { return cbrtl(x); };
 
 TEST(ElementaryCbrt, DoubleWithinBound) {
-  const Worst reduced = measure<double>(cbrt_d, ref, [] { return uniform(-8, 8); }, 1500000);
-  const Worst range = measure<double>(cbrt_d, ref, [] { return log_uniform(-1022, 1024, true); },
-                                      1500000);
-  const Worst subnormal = measure<double>(cbrt_d, ref,
-                                          [] { return log_uniform(-1074, -1022, true); }, 300000);
+  const Worst reduced = measure<double>(
+      cbrt_d, ref, [] { return uniform(-8, 8); }, 1500000);
+  const Worst range = measure<double>(
+      cbrt_d, ref, [] { return log_uniform(-1022, 1024, true); }, 1500000);
+  const Worst subnormal = measure<double>(
+      cbrt_d, ref, [] { return log_uniform(-1074, -1022, true); }, 300000);
   for (const Worst* w : {&reduced, &range, &subnormal}) {
     EXPECT_LT(w->ulp, 0.5001) << "at x = " << w->x;
   }
@@ -60,17 +62,21 @@ TEST(ElementaryCbrt, SpecialValues) {
   EXPECT_EQ(el::cbrt(-inf * 1.0f), -inf);
   EXPECT_TRUE(std::isnan(el::cbrt(std::nan(""))));
   EXPECT_TRUE(std::isnan(el::cbrt(std::nanf(""))));
-  EXPECT_EQ(el::cbrt(std::numeric_limits<double>::denorm_min()), std::cbrt(4.9406564584124654e-324));
+  EXPECT_EQ(el::cbrt(std::numeric_limits<double>::denorm_min()),
+            std::cbrt(4.9406564584124654e-324));
   EXPECT_EQ(el::cbrt(std::numeric_limits<double>::max()), std::cbrt(1.7976931348623157e308));
   EXPECT_EQ(el::cbrt(-8.0), -2.0);
 }
 
 TEST(ElementaryCbrt, LanesGiveScalarBits) {
   const auto xd = arguments<double>([] { return log_uniform(-1074, 1024, true); }, 4096);
-  expect_lanes_match<double, 8>(cbrt_d, [](auto x) { return el::cbrt(x); }, xd);
-  expect_lanes_match<double, 4>(cbrt_d, [](auto x) { return el::cbrt(x); }, xd);
+  expect_lanes_match<double, 8>(
+      cbrt_d, [](auto x) { return el::cbrt(x); }, xd);
+  expect_lanes_match<double, 4>(
+      cbrt_d, [](auto x) { return el::cbrt(x); }, xd);
   const auto xf = arguments<float>([] { return log_uniform(-149, 128, true); }, 4096);
-  expect_lanes_match<float, 16>(cbrt_f, [](auto x) { return el::cbrt(x); }, xf);
+  expect_lanes_match<float, 16>(
+      cbrt_f, [](auto x) { return el::cbrt(x); }, xf);
 }
 
 }  // namespace

@@ -18,18 +18,22 @@ auto exp2_f = [](float x) { return el::exp2(x); };
 auto ref = [](long double x) { return exp2l(x); };
 
 TEST(ElementaryExp2, DoubleWithinBound) {
-  const Worst reduced = measure<double>(exp2_d, ref, [] { return uniform(-0.5, 0.5); }, 1500000);
-  const Worst range = measure<double>(exp2_d, ref, [] { return uniform(-1022, 1024); }, 1500000);
-  const Worst tiny = measure<double>(exp2_d, ref, [] { return log_uniform(-1074, -1, true); },
-                                     500000);
-  const Worst subnormal = measure<double>(exp2_d, ref, [] { return uniform(-1075.5, -1022); },
-                                          500000);
+  const Worst reduced = measure<double>(
+      exp2_d, ref, [] { return uniform(-0.5, 0.5); }, 1500000);
+  const Worst range = measure<double>(
+      exp2_d, ref, [] { return uniform(-1022, 1024); }, 1500000);
+  const Worst tiny = measure<double>(
+      exp2_d, ref, [] { return log_uniform(-1074, -1, true); }, 500000);
+  const Worst subnormal = measure<double>(
+      exp2_d, ref, [] { return uniform(-1075.5, -1022); }, 500000);
   for (const Worst* w : {&reduced, &range, &tiny}) {
     EXPECT_LT(w->ulp, 0.65) << "at x = " << w->x;
   }
   EXPECT_LT(subnormal.ulp, 1.0) << "at x = " << subnormal.x;
-  std::printf("exp2 double: max %.4f ulp (|x| <= 1/2), %.4f (normal results), %.4f (tiny x), "
-              "%.4f (subnormal results)\n", reduced.ulp, range.ulp, tiny.ulp, subnormal.ulp);
+  std::printf(
+      "exp2 double: max %.4f ulp (|x| <= 1/2), %.4f (normal results), %.4f (tiny x), "
+      "%.4f (subnormal results)\n",
+      reduced.ulp, range.ulp, tiny.ulp, subnormal.ulp);
 }
 
 TEST(ElementaryExp2, ExactOnIntegers) {
@@ -71,10 +75,13 @@ TEST(ElementaryExp2, SpecialValues) {
 
 TEST(ElementaryExp2, LanesGiveScalarBits) {
   const auto xd = arguments<double>([] { return uniform(-1100, 1100); }, 4096);
-  expect_lanes_match<double, 8>(exp2_d, [](auto x) { return el::exp2(x); }, xd);
-  expect_lanes_match<double, 4>(exp2_d, [](auto x) { return el::exp2(x); }, xd);
+  expect_lanes_match<double, 8>(
+      exp2_d, [](auto x) { return el::exp2(x); }, xd);
+  expect_lanes_match<double, 4>(
+      exp2_d, [](auto x) { return el::exp2(x); }, xd);
   const auto xf = arguments<float>([] { return uniform(-160, 160); }, 4096);
-  expect_lanes_match<float, 16>(exp2_f, [](auto x) { return el::exp2(x); }, xf);
+  expect_lanes_match<float, 16>(
+      exp2_f, [](auto x) { return el::exp2(x); }, xf);
 }
 
 }  // namespace

@@ -18,16 +18,21 @@ auto expm1_f = [](float x) { return el::expm1(x); };
 auto ref = [](long double x) { return expm1l(x); };
 
 TEST(ElementaryExpm1, DoubleWithinBound) {
-  const Worst reduced = measure<double>(expm1_d, ref, [] { return uniform(-0.35, 0.35); }, 1000000);
-  const Worst near = measure<double>(expm1_d, ref, [] { return uniform(-3, 3); }, 1000000);
-  const Worst range = measure<double>(expm1_d, ref, [] { return uniform(-45, 709.8); }, 1000000);
-  const Worst tiny = measure<double>(expm1_d, ref, [] { return log_uniform(-1074, -1, true); },
-                                     500000);
+  const Worst reduced = measure<double>(
+      expm1_d, ref, [] { return uniform(-0.35, 0.35); }, 1000000);
+  const Worst near = measure<double>(
+      expm1_d, ref, [] { return uniform(-3, 3); }, 1000000);
+  const Worst range = measure<double>(
+      expm1_d, ref, [] { return uniform(-45, 709.8); }, 1000000);
+  const Worst tiny = measure<double>(
+      expm1_d, ref, [] { return log_uniform(-1074, -1, true); }, 500000);
   for (const Worst* w : {&reduced, &near, &range, &tiny}) {
     EXPECT_LT(w->ulp, 0.64) << "at x = " << w->x;
   }
-  std::printf("expm1 double: max %.4f ulp (|x| <= 0.35), %.4f (|x| <= 3), %.4f (-45..709.8), "
-              "%.4f (tiny x)\n", reduced.ulp, near.ulp, range.ulp, tiny.ulp);
+  std::printf(
+      "expm1 double: max %.4f ulp (|x| <= 0.35), %.4f (|x| <= 3), %.4f (-45..709.8), "
+      "%.4f (tiny x)\n",
+      reduced.ulp, near.ulp, range.ulp, tiny.ulp);
 }
 
 TEST(ElementaryExpm1, FloatSweep) {
@@ -63,12 +68,16 @@ TEST(ElementaryExpm1, SpecialValues) {
 
 TEST(ElementaryExpm1, LanesGiveScalarBits) {
   const auto xd = arguments<double>([] { return uniform(-50, 750); }, 4096);
-  expect_lanes_match<double, 8>(expm1_d, [](auto x) { return el::expm1(x); }, xd);
-  expect_lanes_match<double, 4>(expm1_d, [](auto x) { return el::expm1(x); }, xd);
+  expect_lanes_match<double, 8>(
+      expm1_d, [](auto x) { return el::expm1(x); }, xd);
+  expect_lanes_match<double, 4>(
+      expm1_d, [](auto x) { return el::expm1(x); }, xd);
   const auto xs = arguments<double>([] { return log_uniform(-60, 3, true); }, 4096);
-  expect_lanes_match<double, 8>(expm1_d, [](auto x) { return el::expm1(x); }, xs);
+  expect_lanes_match<double, 8>(
+      expm1_d, [](auto x) { return el::expm1(x); }, xs);
   const auto xf = arguments<float>([] { return uniform(-110, 110); }, 4096);
-  expect_lanes_match<float, 16>(expm1_f, [](auto x) { return el::expm1(x); }, xf);
+  expect_lanes_match<float, 16>(
+      expm1_f, [](auto x) { return el::expm1(x); }, xf);
 }
 
 }  // namespace

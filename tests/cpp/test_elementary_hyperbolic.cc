@@ -25,15 +25,19 @@ auto tanh_ref = [](long double x) { return tanhl(x); };
 
 template <class F, class R>
 void check(const char* name, F f, R ref, double bound, double top) {
-  const Worst near = measure<double>(f, ref, [] { return uniform(-2, 2); }, 1000000);
-  const Worst range = measure<double>(f, ref, [&] { return uniform(-top, top); }, 500000);
-  const Worst tiny = measure<double>(f, ref, [] { return log_uniform(-1074, 1, true); }, 300000);
+  const Worst near = measure<double>(
+      f, ref, [] { return uniform(-2, 2); }, 1000000);
+  const Worst range = measure<double>(
+      f, ref, [&] { return uniform(-top, top); }, 500000);
+  const Worst tiny = measure<double>(
+      f, ref, [] { return log_uniform(-1074, 1, true); }, 300000);
   for (const Worst* w : {&near, &range, &tiny}) {
     EXPECT_LT(w->ulp, bound) << name << " at x = " << w->x;
   }
-  std::printf("%s double: max %.4f ulp (|x| <= 2) at %.17g, %.4f (|x| <= %g) at %.17g, "
-              "%.4f (tiny x) at %.17g\n", name, near.ulp, near.x, range.ulp, top, range.x,
-              tiny.ulp, tiny.x);
+  std::printf(
+      "%s double: max %.4f ulp (|x| <= 2) at %.17g, %.4f (|x| <= %g) at %.17g, "
+      "%.4f (tiny x) at %.17g\n",
+      name, near.ulp, near.x, range.ulp, top, range.x, tiny.ulp, tiny.x);
 }
 
 TEST(ElementaryHyperbolic, DoubleWithinBound) {
@@ -101,16 +105,25 @@ TEST(ElementaryHyperbolic, LanesGiveScalarBits) {
   const auto xs = arguments<double>([] { return log_uniform(-30, 5, true); }, 2048);
   const auto xf = arguments<float>([] { return uniform(-100, 100); }, 2048);
   for (const auto* v : {&xd, &xs}) {
-    expect_lanes_match<double, 8>(sinh_d, [](auto x) { return el::sinh(x); }, *v);
-    expect_lanes_match<double, 4>(sinh_d, [](auto x) { return el::sinh(x); }, *v);
-    expect_lanes_match<double, 8>(cosh_d, [](auto x) { return el::cosh(x); }, *v);
-    expect_lanes_match<double, 4>(cosh_d, [](auto x) { return el::cosh(x); }, *v);
-    expect_lanes_match<double, 8>(tanh_d, [](auto x) { return el::tanh(x); }, *v);
-    expect_lanes_match<double, 4>(tanh_d, [](auto x) { return el::tanh(x); }, *v);
+    expect_lanes_match<double, 8>(
+        sinh_d, [](auto x) { return el::sinh(x); }, *v);
+    expect_lanes_match<double, 4>(
+        sinh_d, [](auto x) { return el::sinh(x); }, *v);
+    expect_lanes_match<double, 8>(
+        cosh_d, [](auto x) { return el::cosh(x); }, *v);
+    expect_lanes_match<double, 4>(
+        cosh_d, [](auto x) { return el::cosh(x); }, *v);
+    expect_lanes_match<double, 8>(
+        tanh_d, [](auto x) { return el::tanh(x); }, *v);
+    expect_lanes_match<double, 4>(
+        tanh_d, [](auto x) { return el::tanh(x); }, *v);
   }
-  expect_lanes_match<float, 16>(sinh_f, [](auto x) { return el::sinh(x); }, xf);
-  expect_lanes_match<float, 16>(cosh_f, [](auto x) { return el::cosh(x); }, xf);
-  expect_lanes_match<float, 16>(tanh_f, [](auto x) { return el::tanh(x); }, xf);
+  expect_lanes_match<float, 16>(
+      sinh_f, [](auto x) { return el::sinh(x); }, xf);
+  expect_lanes_match<float, 16>(
+      cosh_f, [](auto x) { return el::cosh(x); }, xf);
+  expect_lanes_match<float, 16>(
+      tanh_f, [](auto x) { return el::tanh(x); }, xf);
 }
 
 }  // namespace

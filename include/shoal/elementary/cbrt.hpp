@@ -56,9 +56,9 @@ SHOAL_INLINE V cbrt_double(V x) {
   const I mant = b & ((splat(b, 1) << 52) - 1);
   const V m = O::from_bits(mant | (splat(b, 1023) << 52));
   const V t = O::from_bits(mant | ((s + 1023) << 52));
-  const V c = O::select(O::ieq(s, splat(b, 0)), V(1.0),
-                        O::select(O::ieq(s, splat(b, 1)), V(0x1.428a2f98d728bp+0),
-                                  V(0x1.965fea53d6e3dp+0)));
+  const V c = O::select(
+      O::ieq(s, splat(b, 0)), V(1.0),
+      O::select(O::ieq(s, splat(b, 1)), V(0x1.428a2f98d728bp+0), V(0x1.965fea53d6e3dp+0)));
   const V z = m - V(1.5);
   V p = V(-0x1.5b771c7aee96bp-7);
   p = p * z + V(0x1.701d828324600p-6);

@@ -45,8 +45,8 @@ SHOAL_INLINE V exp2_double(V x) {
   const expm1_detail::Pair<V> red = expm1_detail::fast_two_sum(fl.hi, fl.lo + f * V(kLn2Lo));
   const V r = red.hi;
   const V head = V(1.0) + r;
-  const V tail = ((V(1.0) - head) + r) +
-                 ((r * r) * exp_detail::taylor_tail(r) + red.lo * (V(1.0) + r));
+  const V tail =
+      ((V(1.0) - head) + r) + ((r * r) * exp_detail::taylor_tail(r) + red.lo * (V(1.0) + r));
   const V y = exp_detail::scale(head + tail, k.integer);
   return O::select(O::eq(x, x), y, x + x);
 }

@@ -3,8 +3,8 @@
 //
 // Algorithm (double). The reduction of exp.hpp: x = k ln2 + (r + r_lo), |r| <= ln2/2 (+ rounding),
 // r_lo the reduction's rounding carried along (Fast2Sum); for |x| < ln2/2, k = 0, r = x exactly.
-//   e^r − 1 = r + r²/2 + r³ c(r) + r_lo (1 + r) (to first order in r_lo, |r_lo| < 2^-60 |r|... a
-//   term r_lo² is below 2^-120), c(r) = Σ r^n/(n+3)!, n = 0..12, the Taylor coefficients 1/n!
+//   e^r − 1 = r + r²/2 + r³ c(r) + r_lo (1 + r) (to first order in r_lo, |r_lo| <~ ulp(r)/2:
+//   the dropped r_lo²/2 is below 2^-110), c(r) = Σ r^n/(n+3)!, n = 0..12, the Taylor coefficients 1/n!
 //   rounded to double: truncation below r^16/16! < 2.2e-21 for |r| <= 0.3466, 2^-68 relative to
 //   the smallest result there (0.29).
 //   r² is formed exactly as rr_hi + rr_lo (Dekker's product, Veltkamp split: no FMA), so

@@ -17,9 +17,9 @@
 //   0.2526 (k = 0), >= 0.37 (k = 1), >= 2^(k−2) beyond: < 0.1 ulp.
 //   tanh a = sinh a / cosh a from the two double-doubles (the series normalized by Fast2Sum
 //   below 1/4; both share one reduction; a clamped to 22, where tanh = 1 − 1.6e-19 rounds to
-//   1): q = fl(N/D), then one correction q + ((N_hi − q D_hi) + N_lo − q D_lo) / D_hi with q D_hi exact (Dekker's product,
-//   Veltkamp split, no FMA) and N_hi − q D_hi exact (Sterbenz): the quotient's error is that of
-//   N and D (<~ 2^-57) plus the final rounding.
+//   1): q = fl(N/D), then one correction q + ((N_hi − q D_hi) + N_lo − q D_lo) / D_hi with q D_hi
+//   exact (Dekker's product, Veltkamp split, no FMA) and N_hi − q D_hi exact (Sterbenz): the
+//   quotient's error is that of N and D (<~ 2^-57) plus the final rounding.
 // Error: measured max sinh 0.584 ulp (x = −0.3473: k = 1, r ~ −ln2/2), cosh 0.532 ulp,
 // tanh 0.556 ulp (x ~ 0.2495, the series' end) (tests/cpp/test_elementary_hyperbolic.cc and
 // one-off runs of 3 M points on [−6, 6], against sinhl/coshl/tanhl); float (computed in double,
@@ -70,9 +70,9 @@ SHOAL_INLINE V cosh_series(V a2) {
 // pe, pf from expm1.hpp's double-double; the products by powers of two below are exact.
 template <class V>
 struct Halves {
-  V se, sf;        // the powers of two
-  V eh, fh;        // se pe_hi, sf pf_hi
-  V et, ft;        // se pe_lo, sf pf_lo
+  V se, sf;  // the powers of two
+  V eh, fh;  // se pe_hi, sf pf_hi
+  V et, ft;  // se pe_lo, sf pf_lo
   typename Ops<V>::Int j;
 };
 template <class V>
