@@ -16,6 +16,7 @@
 #include "shoal/elementary/hyperbolic.hpp"
 #include "shoal/elementary/inverse_trig.hpp"
 #include "shoal/elementary/log.hpp"
+#include "shoal/elementary/pow.hpp"
 #include "shoal/elementary/trig.hpp"
 #include "shoal/lane_traits.hpp"
 
@@ -37,8 +38,6 @@ namespace math {
   SHOAL_INLINE float name(float x) { return SHOAL_MATH_NS name(x); }
 
 SHOAL_UNARY(sqrt)
-SHOAL_UNARY(asin)
-SHOAL_UNARY(acos)
 SHOAL_UNARY(asinh)
 SHOAL_UNARY(acosh)
 SHOAL_UNARY(atanh)
@@ -64,16 +63,18 @@ SHOAL_OWN_UNARY(sin)
 SHOAL_OWN_UNARY(cos)
 SHOAL_OWN_UNARY(tan)
 SHOAL_OWN_UNARY(atan)
+SHOAL_OWN_UNARY(asin)
+SHOAL_OWN_UNARY(acos)
 SHOAL_OWN_UNARY(sinh)
 SHOAL_OWN_UNARY(cosh)
 SHOAL_OWN_UNARY(tanh)
 SHOAL_OWN_UNARY(cbrt)
 #undef SHOAL_OWN_UNARY
+SHOAL_INLINE double pow(double x, double y) { return elementary::pow(x, y); }
+SHOAL_INLINE float pow(float x, float y) { return elementary::pow(x, y); }
 SHOAL_INLINE double atan2(double y, double x) { return elementary::atan2(y, x); }
 SHOAL_INLINE float atan2(float y, float x) { return elementary::atan2(y, x); }
 
-SHOAL_INLINE double pow(double x, double y) { return SHOAL_MATH_NS pow(x, y); }
-SHOAL_INLINE float pow(float x, float y) { return SHOAL_MATH_NS pow(x, y); }
 SHOAL_INLINE double fmod(double x, double y) { return SHOAL_MATH_NS fmod(x, y); }
 SHOAL_INLINE float fmod(float x, float y) { return SHOAL_MATH_NS fmod(x, y); }
 // Round half to even, as lax.round(..., ROUND_TO_NEAREST_EVEN) and jnp.round do.

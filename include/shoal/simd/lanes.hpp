@@ -62,7 +62,9 @@ struct Lanes {
   Vec v;
 
   Lanes() = default;
-  Lanes(T x) : v(Vec{} + x) {}  // NOLINT(google-explicit-constructor): every lane x
+  Lanes(T x) {  // NOLINT(google-explicit-constructor): every lane x, bit for bit (−0 too)
+    for (int l = 0; l < W; ++l) v[l] = x;
+  }
   template <class S, class = std::enable_if_t<std::is_arithmetic_v<S> && !std::is_same_v<S, T>>>
   Lanes(S x) : Lanes(T(x)) {}  // NOLINT(google-explicit-constructor)
   template <class U>

@@ -81,11 +81,17 @@ SHOAL_LANES_UNARY(sin)
 SHOAL_LANES_UNARY(cos)
 SHOAL_LANES_UNARY(tan)
 SHOAL_LANES_UNARY(atan)
+SHOAL_LANES_UNARY(asin)
+SHOAL_LANES_UNARY(acos)
 SHOAL_LANES_UNARY(sinh)
 SHOAL_LANES_UNARY(cosh)
 SHOAL_LANES_UNARY(tanh)
 SHOAL_LANES_UNARY(cbrt)
 #undef SHOAL_LANES_UNARY
+template <class T, int W>
+Lanes<T, W> pow(const Lanes<T, W>& x, const Lanes<T, W>& y) {
+  return elementary::pow(x, y);
+}
 template <class T, int W>
 Lanes<T, W> atan2(const Lanes<T, W>& y, const Lanes<T, W>& x) {
   return elementary::atan2(y, x);
