@@ -73,8 +73,9 @@ double ns_per_value(F run) {
 int main() {
   std::vector<%(T)s> x(kN), y(kN), out(kN);
   for (int i = 0; i < kN; ++i) {
-    x[i] = %(T)s(%(lo)r + (%(hi)r - %(lo)r) * ((i * 0.6180339887498949) - (long)(i * 0.6180339887498949)));
-    y[i] = %(T)s(-3.0 + 6.0 * ((i * 0.7548776662466927) - (long)(i * 0.7548776662466927)));
+    const double u = i * 0.6180339887498949, v = i * 0.7548776662466927;  // low-discrepancy
+    x[i] = %(T)s(%(lo)r + (%(hi)r - %(lo)r) * (u - (long)u));
+    y[i] = %(T)s(-3.0 + 6.0 * (v - (long)v));
   }
   volatile %(T)s sink = 0;
   const double glibc = ns_per_value([&] {

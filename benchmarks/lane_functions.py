@@ -88,9 +88,9 @@ def main():
             times = {}
             outs = {}
             for lanes in (1, 0):
-                run = jax.jit(lambda p, lanes=lanes: solve(f, y0, ts, p, method=method, rtol=1e-8,
-                                                           atol=1e-10, lanes=lanes))
-                times[lanes], outs[lanes] = best_of(lambda run=run: run(p))
+                run = jax.jit(lambda p, f=f, y0=y0, ts=ts, method=method, lanes=lanes: solve(
+                    f, y0, ts, p, method=method, rtol=1e-8, atol=1e-10, lanes=lanes))
+                times[lanes], outs[lanes] = best_of(lambda run=run, p=p: run(p))
         except Exception as e:  # noqa: BLE001  (a function this checkout cannot compile)
             print(f"{name:<22} {method:<8} failed: {type(e).__name__}: {str(e)[:120]}")
             continue

@@ -144,7 +144,8 @@ def test_lanes_must_be_zero_or_a_power_of_two(bad):
 
 
 # Beyond arithmetic, still in the lanes: shoal's own functions (exp, log, log1p, pow, sin, cos,
-# tanh, asin, atan2, sqrt), comparisons as masks (where, maximum, abs, sign, clip), with the scalar bits.
+# tanh, asin, atan2, sqrt), comparisons as masks (where, maximum, abs, sign, clip): the scalar
+# path's bits.
 def gated(y, t, p):
     rate = p[0] * jnp.exp(-p[1] / (1.0 + y[1] ** 2))
     switch = jnp.where(t > 0.5, 1.0, 0.2)
