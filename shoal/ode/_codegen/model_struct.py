@@ -185,19 +185,23 @@ LANE_FUNCTIONS = frozenset({
     "rsqrt", "logistic", "exp", "exp2", "expm1", "log", "log1p", "sin", "cos", "tan", "atan",
     "asin", "acos", "atan2", "pow", "sinh", "cosh", "tanh", "cbrt",
 })
-_LANE_NAMES = frozenset({"const", "T", "y", "t", "p", "dy", "bool", *LANE_FUNCTIONS})
+# An elementwise loop over arrays of T (array_loops.py: `for (int i = 0; i < n; ++i) v[i] = ...`)
+# indexes with the same i in every lane.
+_LANE_NAMES = frozenset({"const", "T", "y", "t", "p", "dy", "bool", "for", "int", "i",
+                         *LANE_FUNCTIONS})
 _LANE_OPERATORS = frozenset("+-*/()[]=;,.<>!&|")
 _TOKEN = re.compile(r"[A-Za-z_]\w*|\d[\d.]*(?:[eE][+-]?\d+)?|\S")
 
 
 def lane_arithmetic(body: list[str]) -> bool:
     """Whether these statements run in SIMD lanes exactly as scalars: floating-point arithmetic,
-    comparisons of T values and the selects, max, min made of them, and the functions of
-    LANE_FUNCTIONS; the rest (integers, tables, loops, other functions) runs one lane at a
-    time. A `bool` may only name a comparison's result (a mask in the lanes)."""
+    comparisons of T values and the selects, max, min made of them, the functions of
+    LANE_FUNCTIONS and elementwise loops over arrays of T; the rest (integers, tables, while
+    loops, other functions) runs one lane at a time. A `bool` may only name a comparison's
+    result (a mask in the lanes)."""
     for token in _TOKEN.findall("\n".join(body)):
         if token[0].isalpha() or token[0] == "_":
-            if token not in _LANE_NAMES and not re.fullmatch(r"v\d+", token):
+            if token not in _LANE_NAMES and not re.fullmatch(r"(v|local)\d+", token):
                 return False
         elif not (token[0].isdigit() or token in _LANE_OPERATORS):
             return False
