@@ -25,6 +25,24 @@ SHOAL_HD constexpr int lane_count() {
 template <class T, class S>
 using RebindLanes = typename LaneTraits<T>::template Rebind<S>;
 
+// The integer type I with T's lanes: I itself for a scalar T (float, double, their duals, the
+// sparsity tracer), simd::IntLanes<I, S, W> for simd::Lanes<S, W> and the duals built on it
+// (simd/lanes.hpp). A generated rhs that runs in the lanes declares its integers through it
+// (`using I32 = shoal::IntOf<T, int32_t>;`), so the scalar build compiles plain integers.
+template <class T, class I>
+struct IntOfT {
+  using type = I;
+};
+template <class T, class I>
+using IntOf = typename IntOfT<T, I>::type;
+
+// Whether S is an integer or a mask in SIMD lanes (simd::IntLanes, simd::LaneMask): a dual over
+// lanes converts from one explicitly (a generated `T(i)`).
+template <class S>
+struct IsLaneInt {
+  static constexpr bool value = false;
+};
+
 // A model's right-hand side evaluated one lane at a time, for the models whose statements are not
 // plain arithmetic (comparisons, table look-ups, loops, libm functions): each lane then runs
 // exactly the scalar statements. Defined in simd/lanes.hpp; generated models call it from the

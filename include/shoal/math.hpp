@@ -214,6 +214,22 @@ template <class T, class... D>
 SHOAL_INLINE T indexed(const T& value, const D&...) {
   return value;
 }
+// Integer and bool choices and table reads, spelled as calls so that SIMD lanes overload them
+// (simd/lanes_math.hpp: a masked select, a gather; integers are simd::IntLanes there): for
+// scalars they are exactly `c ? a : b`, `R(array[i])` and a conversion to double.
+template <class A, class B>
+SHOAL_INLINE auto pick(bool c, const A& on_true, const B& on_false) {
+  return c ? on_true : on_false;
+}
+// Element i of an array (a constant table, a local array, the parameters) as an R.
+template <class R, class E, class I>
+SHOAL_INLINE R gather(const E* array, const I& i) {
+  return R(array[i]);
+}
+template <class X>
+SHOAL_INLINE double to_double(const X& x) {
+  return static_cast<double>(x);
+}
 SHOAL_INLINE bool is_finite(double x) { return x - x == 0.0; }
 SHOAL_INLINE bool is_finite(float x) { return x - x == 0.0f; }
 // The neighbouring float of x towards `toward` (the integrator's landing on a stop).
@@ -247,7 +263,8 @@ SHOAL_INLINE float next_after(float x, float toward) { return std::nextafter(x, 
   using shoal::math::clamp; using shoal::math::integer_pow; using shoal::math::primal;            \
   using shoal::math::select; using shoal::math::is_finite;                                        \
   using shoal::math::lt_total; using shoal::math::search_sorted;                                 \
-  using shoal::math::search_sorted_near; using shoal::math::indexed
+  using shoal::math::search_sorted_near; using shoal::math::indexed;                            \
+  using shoal::math::pick; using shoal::math::gather; using shoal::math::to_double
 
 }  // namespace math
 }  // namespace shoal

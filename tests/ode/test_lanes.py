@@ -27,7 +27,7 @@ def robertson(y, t, p):
     return jnp.stack([-r1 + r3, r1 - r2 - r3, r2])
 
 
-# Not plain arithmetic (a table, a comparison, exp): its right-hand side runs lane by lane.
+# A table read (jnp.interp), a comparison, exp: in the lanes (gathers, masks, shoal's exp).
 GRID = jnp.array([0.0, 1.0, 2.0, 3.0])
 LEVELS = jnp.array([1.0, 2.0, 0.5, 1.0])
 
@@ -90,12 +90,17 @@ def test_rodas5p_stiff_and_nonstiff_members(lu_precision):
                                            return_stats=True, lanes=lanes))
 
 
+def erf_tabled(y, t, p):
+    return tabled(y, t, p) + jnp.stack([0.0, 0.01 * jax.scipy.special.erf(y[1])])
+
+
 @pytest.mark.parametrize("method", ["tsit5", "rodas5p"])
-def test_per_lane_rhs_with_stops_jumps_and_events(method):
+@pytest.mark.parametrize("f", [tabled, erf_tabled])
+def test_table_and_per_lane_rhs_with_stops_jumps_and_events(method, f):
     n = 17
     p = np.linspace(0.2, 6.0, n)[:, None]
     def run(lanes):
-        return solve(tabled, np.tile([1.0, 0.0], (n, 1)), np.linspace(0, 3, 7), p,
+        return solve(f, np.tile([1.0, 0.0], (n, 1)), np.linspace(0, 3, 7), p,
                      tstops=[1.0, 2.0], jump_fn=lambda y, t, p: y + jnp.array([0.5, 0]),
                      event=Event(lambda y, t, p: y[1] - 0.6, terminal=True), method=method,
                      rtol=1e-8, atol=1e-9, return_stats=True, lanes=lanes)
@@ -168,7 +173,8 @@ def gated_ensemble(n=21, dtype=np.float64):
 def test_functions_and_masks_run_in_the_lanes():
     from shoal.ode._codegen.model_struct import generate_model
     assert generate_model(gated, 2, 2, np.float64).lane_arithmetic
-    assert not generate_model(tabled, 2, 1, np.float64).lane_arithmetic  # a table: per lane
+    assert generate_model(tabled, 2, 1, np.float64).lane_arithmetic  # a table: gathers
+    assert not generate_model(erf_tabled, 2, 1, np.float64).lane_arithmetic  # erf: per lane
 
 
 @pytest.mark.parametrize("method", ["tsit5", "rodas5p"])
@@ -196,6 +202,80 @@ def test_functions_and_masks_gradients_are_bit_identical(method):
         def loss(q, y0):
             return jnp.sum(solve(gated, y0, t_span, q, method=method, rtol=1e-7, atol=1e-9,
                                  lanes=lanes)[:, -1] ** 2)
+
+        return jax.value_and_grad(loss, argnums=(0, 1))(jnp.asarray(p), jnp.asarray(y0))
+
+    assert_same_solves(run)
+
+
+# Table reads in the lanes: integers are per-lane integer vectors (simd::IntLanes), their choices
+# masked selects and the reads gathers. Every way of reading a constant table: jnp.interp on a
+# uniform grid (searchsorted from a guess), on an uneven grid (a binary search) at a state-
+# dependent point, searchsorted on a geometric grid with takes (fill mode), a uniform grid's
+# index by floor/astype/clip, and a parameter read at a run-time index; t runs past the tables.
+UNIFORM = np.linspace(0.0, 3.0, 40)
+UNEVEN = np.sort(np.random.default_rng(3).uniform(-2.0, 2.0, 25))
+GEOMETRIC = np.geomspace(0.05, 3.0, 30)
+
+
+def table_reads(y, t, p):
+    dtype = y.dtype
+    uniform, uneven = jnp.asarray(UNIFORM, dtype), jnp.asarray(UNEVEN, dtype)
+    geometric = jnp.asarray(GEOMETRIC, dtype)
+    a = jnp.interp(t, uniform, jnp.cos(2.0 * uniform))
+    b = jnp.interp(y[0], uneven, jnp.tanh(uneven))
+    i = jnp.clip(jnp.searchsorted(geometric, t, side="right"), 1, GEOMETRIC.size - 1)
+    levels = jnp.sin(geometric)
+    c = (jnp.take(levels, i) - jnp.take(levels, i - 1)) / (geometric[i] - geometric[i - 1])
+    h = float(UNIFORM[1] - UNIFORM[0])
+    k = jnp.clip(jnp.floor((t - float(UNIFORM[0])) / h).astype(jnp.int32), 0, UNIFORM.size - 2)
+    w = (t - uniform[k]) / h
+    values = jnp.exp(-uniform)
+    d = (1 - w) * values[k] + w * values[k + 1]
+    e = p[jnp.clip(jnp.floor(t).astype(jnp.int32), 0, 1)]
+    return jnp.stack([-p[0] * a * y[0] + 0.2 * c + 0.1 * d * y[1],
+                      b - p[1] * y[1] + 0.01 * e * y[0]])
+
+
+def table_ensemble(n=19, dtype=np.float64):
+    p = np.stack([np.geomspace(0.2, 200.0, n), np.linspace(0.1, 2.0, n)], 1).astype(dtype)
+    p = p[np.argsort(np.cos(np.arange(n)))]
+    y0 = np.stack([np.linspace(-2.5, 2.5, n), np.linspace(1.0, -1.0, n)], 1).astype(dtype)
+    return y0, np.linspace(0, 4.0, 6).astype(dtype), p   # the tables end at 3
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_table_reads_run_in_the_lanes(dtype):
+    from shoal.ode._codegen.model_struct import generate_model
+    model = generate_model(table_reads, 2, 2, dtype)
+    assert model.lane_arithmetic
+    for read in ("search_sorted_near(", "search_sorted(", "gather<T>(p, ", "pick("):
+        assert read in model.source
+
+
+@pytest.mark.parametrize("method", ["tsit5", "rodas5p"])
+def test_table_reads_are_bit_identical(method):
+    y0, t_span, p = table_ensemble()
+    y0[4] = np.nan  # a NaN query: the searches' fallback, a NaN member
+    assert_same_solves(lambda lanes: solve(table_reads, y0, t_span, p, method=method, rtol=1e-8,
+                                           atol=1e-10, return_stats=True, lanes=lanes))
+
+
+@pytest.mark.parametrize("method", ["tsit5", "rodas5p"])
+def test_table_reads_float32_are_bit_identical(method):
+    y0, t_span, p = table_ensemble(dtype=np.float32)
+    assert_same_solves(lambda lanes: solve(table_reads, y0, t_span, p, method=method, rtol=1e-4,
+                                           atol=1e-6, return_stats=True, lanes=lanes))
+
+
+@pytest.mark.parametrize("method", ["tsit5", "rodas5p"])
+def test_table_reads_gradients_are_bit_identical(method):
+    y0, t_span, p = table_ensemble(n=9)
+
+    def run(lanes):
+        def loss(q, y0):
+            return jnp.sum(solve(table_reads, y0, t_span, q, method=method, rtol=1e-7,
+                                 atol=1e-9, lanes=lanes)[:, -1] ** 2)
 
         return jax.value_and_grad(loss, argnums=(0, 1))(jnp.asarray(p), jnp.asarray(y0))
 

@@ -62,6 +62,11 @@ struct Dual {
   SHOAL_HD Dual(S value) : v(T(value)) {  // NOLINT(google-explicit-constructor)
     for (int k = 0; k < N; ++k) d[k] = T(0);
   }
+  // An integer or a mask in SIMD lanes (lane_traits.hpp): its value in every lane, as T(i).
+  template <class S, class = typename EnableIf<IsLaneInt<S>::value, void>::type>
+  SHOAL_HD explicit Dual(const S& value) : v(T(value)) {
+    for (int k = 0; k < N; ++k) d[k] = T(0);
+  }
   // Explicit conversion to a plain scalar drops the tangents (used for integer casts).
   template <class S, class = IfArithmetic<S, void>>
   SHOAL_HD explicit operator S() const {

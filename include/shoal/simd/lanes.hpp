@@ -50,6 +50,8 @@ constexpr int native_lanes() {
 
 template <class T, int W>
 struct LaneMask;
+template <class I, class S, int W>
+struct IntLanes;
 
 template <class T, int W>
 struct Lanes {
@@ -69,6 +71,9 @@ struct Lanes {
   Lanes(S x) : Lanes(T(x)) {}  // NOLINT(google-explicit-constructor)
   template <class U>
   explicit Lanes(const Lanes<U, W>& o) : v(__builtin_convertvector(o.v, Vec)) {}
+  // An integer per lane, converted as T(i) converts it (round to nearest).
+  template <class I, class S>
+  explicit Lanes(const IntLanes<I, S, W>& o) : v(__builtin_convertvector(o.v, Vec)) {}
   static Lanes of(Vec x) {
     Lanes r;
     r.v = x;
@@ -117,6 +122,86 @@ struct LaneMask {
   friend LaneMask operator!=(const LaneMask& a, const LaneMask& b) { return {a.m ^ b.m}; }
 };
 
+// A mask meeting a bool (a constant of the model): the bool in every lane.
+template <class T, int W>
+LaneMask<T, W> as_mask(bool b) {
+  using Bits = typename LaneMask<T, W>::Bits;
+  return {Bits{} - static_cast<typename Lanes<T, W>::Int>(b)};
+}
+template <class T, int W>
+LaneMask<T, W> as_mask(const LaneMask<T, W>& m) {
+  return m;
+}
+#define SHOAL_MASK_WITH_BOOL(op)                                         \
+  template <class T, int W>                                              \
+  LaneMask<T, W> operator op(const LaneMask<T, W>& a, bool b) {          \
+    return a op as_mask<T, W>(b);                                        \
+  }                                                                      \
+  template <class T, int W>                                              \
+  LaneMask<T, W> operator op(bool a, const LaneMask<T, W>& b) {          \
+    return as_mask<T, W>(a) op b;                                        \
+  }
+SHOAL_MASK_WITH_BOOL(&&)
+SHOAL_MASK_WITH_BOOL(||)
+SHOAL_MASK_WITH_BOOL(&)
+SHOAL_MASK_WITH_BOOL(|)
+SHOAL_MASK_WITH_BOOL(^)
+SHOAL_MASK_WITH_BOOL(==)
+SHOAL_MASK_WITH_BOOL(!=)
+#undef SHOAL_MASK_WITH_BOOL
+
+// IntLanes<I, S, W>: W integers of type I side by side, the integers of a model whose floats are
+// Lanes<S, W> (shoal::IntOf, lane_traits.hpp): table indices, searchsorted's counts, clipped and
+// shifted. Every operation is the scalar integer operation in each lane; comparisons return the
+// float lanes' LaneMask<S, W>, so they combine with the float comparisons and choose floats too.
+// W is the float lanes' count whatever I's width (8 int32 beside 8 doubles).
+template <class I, class S, int W>
+struct IntLanes {
+  typedef I Vec __attribute__((vector_size(sizeof(I) * W)));
+  using Mask = LaneMask<S, W>;
+  Vec v;
+
+  IntLanes() = default;
+  template <class U, class = std::enable_if_t<std::is_arithmetic_v<U>>>
+  IntLanes(U x) {  // NOLINT(google-explicit-constructor): every lane I(x), as the literal I(x)
+    v = Vec{} + static_cast<I>(x);
+  }
+  // static_cast<I>(i) of another integer type, and of a float (truncation, as the scalar cast).
+  template <class J>
+  explicit IntLanes(const IntLanes<J, S, W>& o) : v(__builtin_convertvector(o.v, Vec)) {}
+  template <class F>
+  explicit IntLanes(const Lanes<F, W>& x) : v(__builtin_convertvector(x.v, Vec)) {}
+  // A mask as an integer: 1 where set (a bool converted to I).
+  explicit IntLanes(const Mask& m) : v(__builtin_convertvector(m.m, Vec) & static_cast<I>(1)) {}
+  static IntLanes of(Vec x) {
+    IntLanes r;
+    r.v = x;
+    return r;
+  }
+  I operator[](int l) const { return v[l]; }
+
+  friend IntLanes operator+(const IntLanes& a) { return a; }
+  friend IntLanes operator-(const IntLanes& a) { return of(-a.v); }
+  friend IntLanes operator~(const IntLanes& a) { return of(~a.v); }
+  friend IntLanes operator+(const IntLanes& a, const IntLanes& b) { return of(a.v + b.v); }
+  friend IntLanes operator-(const IntLanes& a, const IntLanes& b) { return of(a.v - b.v); }
+  friend IntLanes operator*(const IntLanes& a, const IntLanes& b) { return of(a.v * b.v); }
+  friend IntLanes operator/(const IntLanes& a, const IntLanes& b) { return of(a.v / b.v); }
+  friend IntLanes operator%(const IntLanes& a, const IntLanes& b) { return of(a.v % b.v); }
+  friend IntLanes operator&(const IntLanes& a, const IntLanes& b) { return of(a.v & b.v); }
+  friend IntLanes operator|(const IntLanes& a, const IntLanes& b) { return of(a.v | b.v); }
+  friend IntLanes operator^(const IntLanes& a, const IntLanes& b) { return of(a.v ^ b.v); }
+  static Mask mask(decltype(Vec{} < Vec{}) m) {
+    return {__builtin_convertvector(m, typename Mask::Bits)};
+  }
+  friend Mask operator<(const IntLanes& a, const IntLanes& b) { return mask(a.v < b.v); }
+  friend Mask operator<=(const IntLanes& a, const IntLanes& b) { return mask(a.v <= b.v); }
+  friend Mask operator>(const IntLanes& a, const IntLanes& b) { return mask(a.v > b.v); }
+  friend Mask operator>=(const IntLanes& a, const IntLanes& b) { return mask(a.v >= b.v); }
+  friend Mask operator==(const IntLanes& a, const IntLanes& b) { return mask(a.v == b.v); }
+  friend Mask operator!=(const IntLanes& a, const IntLanes& b) { return mask(a.v != b.v); }
+};
+
 // ---- masks and selects (the dense LU's pivoting) ------------------------------------------------
 // A cast between vector types of one size reinterprets the bits (a value, not an aliasing
 // pointer: g++ and clang define it).
@@ -161,6 +246,14 @@ T lane(const Lanes<T, W>& x, int l) {
 }
 template <class T, int W>
 void set_lane(Lanes<T, W>& x, int l, const T& value) {
+  x.v[l] = value;
+}
+template <class I, class S, int W>
+I lane(const IntLanes<I, S, W>& x, int l) {
+  return x.v[l];
+}
+template <class I, class S, int W>
+void set_lane(IntLanes<I, S, W>& x, int l, const I& value) {
   x.v[l] = value;
 }
 template <class V, int N>
@@ -234,6 +327,24 @@ struct LaneTraits<simd::Lanes<T, W>> {
   using Scalar = T;
   template <class S>
   using Rebind = simd::Lanes<S, W>;
+};
+
+// Integers beside lanes and beside the duals built on them (a generated rhs's I32, I64, ...).
+template <class S, int W, class I>
+struct IntOfT<simd::Lanes<S, W>, I> {
+  using type = simd::IntLanes<I, S, W>;
+};
+template <class V, int N, class I>
+struct IntOfT<ad::Dual<V, N>, I> {
+  using type = IntOf<V, I>;
+};
+template <class I, class S, int W>
+struct IsLaneInt<simd::IntLanes<I, S, W>> {
+  static constexpr bool value = true;
+};
+template <class S, int W>
+struct IsLaneInt<simd::LaneMask<S, W>> {
+  static constexpr bool value = true;
 };
 
 template <class Model, class V>

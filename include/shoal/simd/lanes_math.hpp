@@ -66,6 +66,143 @@ Lanes<T, W> sqrt(const Lanes<T, W>& x) {
   return elementary::Ops<Lanes<T, W>>::sqrt(x);
 }
 
+// Rounding to integers: exact operations, each lane the scalar's result.
+#define SHOAL_LANES_ROUNDING(name, builtin)                     \
+  template <class T, int W>                                     \
+  Lanes<T, W> name(const Lanes<T, W>& x) {                      \
+    Lanes<T, W> r;                                              \
+    for (int l = 0; l < W; ++l) {                               \
+      if constexpr (sizeof(T) == 4) {                           \
+        r.v[l] = __builtin_##builtin##f(x.v[l]);                \
+      } else {                                                  \
+        r.v[l] = __builtin_##builtin(x.v[l]);                   \
+      }                                                         \
+    }                                                           \
+    return r;                                                   \
+  }
+SHOAL_LANES_ROUNDING(floor, floor)
+SHOAL_LANES_ROUNDING(ceil, ceil)
+SHOAL_LANES_ROUNDING(trunc, trunc)
+SHOAL_LANES_ROUNDING(round_even, nearbyint)
+SHOAL_LANES_ROUNDING(round_away, round)
+#undef SHOAL_LANES_ROUNDING
+
+// ---- integers and table reads: the scalar statements' choices and reads in every lane -----------
+// (math.hpp's pick, gather, search_sorted, search_sorted_near, primal, to_double for scalars.)
+template <class T, int W>
+Lanes<T, W> primal(const Lanes<T, W>& x) {
+  return x;
+}
+template <class T, int W>
+Lanes<double, W> to_double(const Lanes<T, W>& x) {
+  return Lanes<double, W>(x);
+}
+template <class I, class S, int W>
+IntLanes<I, S, W> pick(const LaneMask<S, W>& m, const IntLanes<I, S, W>& on_true,
+                       const IntLanes<I, S, W>& on_false) {
+  using Vec = typename IntLanes<I, S, W>::Vec;
+  const Vec bits = __builtin_convertvector(m.m, Vec);
+  return IntLanes<I, S, W>::of((bits & on_true.v) | (~bits & on_false.v));
+}
+template <class S, int W, class A, class B>
+LaneMask<S, W> pick_mask(const LaneMask<S, W>& m, const A& on_true, const B& on_false) {
+  return {(m.m & as_mask<S, W>(on_true).m) | (~m.m & as_mask<S, W>(on_false).m)};
+}
+template <class S, int W>
+LaneMask<S, W> pick(const LaneMask<S, W>& m, const LaneMask<S, W>& a, const LaneMask<S, W>& b) {
+  return pick_mask(m, a, b);
+}
+template <class S, int W>
+LaneMask<S, W> pick(const LaneMask<S, W>& m, bool a, const LaneMask<S, W>& b) {
+  return pick_mask(m, a, b);
+}
+template <class S, int W>
+LaneMask<S, W> pick(const LaneMask<S, W>& m, const LaneMask<S, W>& a, bool b) {
+  return pick_mask(m, a, b);
+}
+template <class S, int W>
+LaneMask<S, W> pick(const LaneMask<S, W>& m, bool a, bool b) {
+  return pick_mask(m, a, b);
+}
+template <class I, class S, int W>
+IntLanes<I, S, W> select(const LaneMask<S, W>& m, const IntLanes<I, S, W>& on_true,
+                         const IntLanes<I, S, W>& on_false) {
+  return pick(m, on_true, on_false);
+}
+template <class I, class S, int W>
+IntLanes<I, S, W> max(const IntLanes<I, S, W>& a, const IntLanes<I, S, W>& b) {
+  return pick(a > b, a, b);
+}
+template <class I, class S, int W>
+IntLanes<I, S, W> min(const IntLanes<I, S, W>& a, const IntLanes<I, S, W>& b) {
+  return pick(a < b, a, b);
+}
+template <class I, class S, int W>
+IntLanes<I, S, W> clamp(const IntLanes<I, S, W>& lo, const IntLanes<I, S, W>& x,
+                        const IntLanes<I, S, W>& hi) {
+  return min(max(x, lo), hi);
+}
+template <class I, class S, int W>
+IntLanes<I, S, W> abs(const IntLanes<I, S, W>& x) {
+  return pick(x < IntLanes<I, S, W>(0), -x, x);
+}
+
+// The lanes behind a value (a dual's innermost lanes) and their element type.
+template <class R>
+struct BaseLanes;
+template <class T, int W>
+struct BaseLanes<Lanes<T, W>> {
+  using type = Lanes<T, W>;
+  using Scalar = T;
+};
+template <class I, class S, int W>
+struct BaseLanes<IntLanes<I, S, W>> {
+  using type = IntLanes<I, S, W>;
+  using Scalar = I;
+};
+template <class V, int N>
+struct BaseLanes<ad::Dual<V, N>> : BaseLanes<V> {};
+
+// Element i[l] of the array in lane l, as an R: a constant table's entry converted as R(entry)
+// converts it (a dual's tangents zero), or lane l of an array of R (a local array, p).
+template <class R, class E, class I, class S, int W>
+R gather(const E* array, const IntLanes<I, S, W>& i) {
+  if constexpr (std::is_arithmetic_v<E>) {
+    using B = BaseLanes<R>;
+    typename B::type r;
+    for (int l = 0; l < W; ++l) r.v[l] = static_cast<typename B::Scalar>(array[i.v[l]]);
+    return R(r);
+  } else {
+    R r;
+    for (int l = 0; l < W; ++l) simd::set_lane(r, l, simd::lane(array[i.v[l]], l));
+    return r;
+  }
+}
+// jnp.searchsorted per lane: the scalar search's count in every lane.
+template <class E, class Q, int W>
+IntLanes<int64_t, Q, W> search_sorted(const E* table, int64_t n, const Lanes<Q, W>& x,
+                                      bool right) {
+  IntLanes<int64_t, Q, W> r;
+  for (int l = 0; l < W; ++l) r.v[l] = math::search_sorted(table, n, x.v[l], right);
+  return r;
+}
+template <class E, class I, class S, int W>
+IntLanes<int64_t, S, W> search_sorted(const E* table, int64_t n, const IntLanes<I, S, W>& x,
+                                      bool right) {
+  IntLanes<int64_t, S, W> r;
+  for (int l = 0; l < W; ++l) r.v[l] = math::search_sorted(table, n, x.v[l], right);
+  return r;
+}
+template <class E, class Q, int W>
+IntLanes<int64_t, Q, W> search_sorted_near(const E* table, int64_t n, const Lanes<Q, W>& x,
+                                           bool right, const Lanes<double, W>& position) {
+  IntLanes<int64_t, Q, W> r;
+  for (int l = 0; l < W; ++l) {
+    r.v[l] = math::search_sorted_near(table, n, x.v[l], right, position.v[l]);
+  }
+  return r;
+}
+
 // ---- elementary functions: shoal's own, the scalar routines' bits -------------------------------
 #define SHOAL_LANES_UNARY(name)                          \
   template <class T, int W>                              \

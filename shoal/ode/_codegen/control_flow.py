@@ -51,7 +51,7 @@ def cond(walker, eqn, ins) -> list[Sym]:
     for j, var in enumerate(eqn.outvars):
         dtype = np.dtype(var.aval.dtype)
         # select() for floats, as for select_n: the sparsity tracer joins every branch.
-        pick = "select({}, {}, {})" if _is_float(dtype) else "({} ? {} : {})"
+        pick = "select({}, {}, {})" if _is_float(dtype) else "pick({}, {}, {})"
         out = np.empty(tuple(var.aval.shape), dtype=object)
         for idx in np.ndindex(out.shape):
             cases = [em.render(r[j].elems[idx], dtype) for r in results]

@@ -56,9 +56,10 @@ FLOAT_BINARY = {
     # jax.scipy.special.polygamma(m, x): the order m is a constant of the model.
     "polygamma": "polygamma(static_cast<int>(primal({0})), {1})",
 }
+# Integer choices are pick(c, a, b) (math.hpp: `c ? a : b`; a masked select in SIMD lanes).
 INT_BINARY = {
-    "max": "({0} > {1} ? {0} : {1})",
-    "min": "({0} < {1} ? {0} : {1})",
+    "max": "pick({0} > {1}, {0}, {1})",
+    "min": "pick({0} < {1}, {0}, {1})",
     "rem": "({0} % {1})",
 }
 COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
@@ -113,9 +114,9 @@ def format_for(walker, eqn, ins, out_dtype):
     if is_float and name in FLOAT_UNARY:
         return FLOAT_UNARY[name], ctype
     if name in ("neg", "abs") and not is_float:
-        return ("(-{0})" if name == "neg" else "({0} < 0 ? -{0} : {0})"), ctype
+        return ("(-{0})" if name == "neg" else "pick({0} < 0, -{0}, {0})"), ctype
     if name == "sign" and not is_float:  # jnp.floor_divide on integers uses it
-        return f"static_cast<{ctype}>(({{0}} > 0) - ({{0}} < 0))", ctype
+        return f"pick({{0}} > 0, {ctype}(1), pick({{0}} < 0, {ctype}(-1), {ctype}(0)))", ctype
     if name == "square" and not is_float:
         return "({0} * {0})", ctype
     if name in COMPARE:
@@ -141,7 +142,7 @@ def format_for(walker, eqn, ins, out_dtype):
         # select_n(pred, case0, case1, ...): pred is bool or an integer case index. Floats go
         # through select() so that the sparsity tracer can join both branches.
         n = len(ins) - 1
-        pick = "select({}, {}, {})" if _is_float(out_dtype) else "({} ? {} : {})"
+        pick = "select({}, {}, {})" if _is_float(out_dtype) else "pick({}, {}, {})"
         if n == 2 or ins[0].dtype == np.bool_:
             return pick.format("{0}", "{2}", "{1}"), ctype
         expr = "{" + str(n) + "}"

@@ -114,7 +114,7 @@ class _Window:
             if fill is not None:
                 checks.append(f"({i} >= 0 && {i} <= {hi})")
             clamped = em.assign(
-                "int64_t", f"({i} < 0 ? int64_t(0) : ({i} > {hi} ? int64_t({hi}) : {i}))"
+                "int64_t", f"pick({i} < 0, int64_t(0), pick({i} > {hi}, int64_t({hi}), {i}))"
             )
             terms.append(clamped if self.strides[d] == 1 else f"{clamped} * {self.strides[d]}")
         if const_base or not terms:
@@ -128,10 +128,11 @@ class _Window:
     def read(self, offset) -> str:
         em, dtype = self.em, self.operand.dtype
         off = sum(o * s for o, s in zip(offset, self.strides, strict=True))
-        element = f"{self.array}[{self.base} + {off}]" if off else f"{self.array}[{self.base}]"
+        at = f"{self.base} + {off}" if off else self.base
         ctype = _ctype(dtype)
+        # gather<R>(array, i) is R(array[i]) (math.hpp); SIMD lanes read each lane's own entry.
+        element = f"gather<{ctype}>({self.array}, {at})"
         if _is_float(dtype):
-            element = f"T({element})" if self.operand.is_const() else element
             # The sparsity tracer: the read depends on the index and on every element it may read
             # (parameters depend on no state).
             elements = () if self.of_params else self.operand.elems.flat
@@ -140,7 +141,7 @@ class _Window:
                 element = f"indexed({element}, {', '.join(deps)})"
         if self.in_bounds is not None:
             fill = em.render(self.fill, dtype)
-            pick = "select({}, {}, {})" if _is_float(dtype) else "({} ? {} : {})"
+            pick = "select({}, {}, {})" if _is_float(dtype) else "pick({}, {}, {})"
             element = pick.format(self.in_bounds, element, fill)
         name = em.assign(ctype, element)
         if not _is_float(dtype):  # an integer read from state-dependent integers

@@ -184,24 +184,57 @@ LANE_FUNCTIONS = frozenset({
     "integer_pow", "select", "max", "min", "clamp", "abs", "fabs", "sign", "square", "sqrt",
     "rsqrt", "logistic", "exp", "exp2", "expm1", "log", "log1p", "sin", "cos", "tan", "atan",
     "asin", "acos", "atan2", "pow", "sinh", "cosh", "tanh", "cbrt",
+    # exact roundings (a uniform grid's index: floor((t - t0) / h))
+    "floor", "ceil", "trunc", "round_even", "round_away",
 })
+# Integers (simd::IntLanes in the lanes, through the aliases lane_statements declares) and the
+# reads of tables at integer indices (math.hpp: pick, gather, search_sorted, search_sorted_near,
+# to_double and primal, each overloaded for lanes with every lane the scalar's answer).
+INTEGER_TYPES = {f"{u}int{b}_t": f"{u.upper() or 'I'}{b}"
+                 for u in ("", "u") for b in (8, 16, 32, 64)}
+TABLE_FUNCTIONS = frozenset({"pick", "gather", "search_sorted", "search_sorted_near", "to_double",
+                             "primal", "indexed", "static_cast", "true", "false"})
 # An elementwise loop over arrays of T (array_loops.py: `for (int i = 0; i < n; ++i) v[i] = ...`)
 # indexes with the same i in every lane.
 _LANE_NAMES = frozenset({"const", "T", "y", "t", "p", "dy", "bool", "for", "int", "i",
-                         *LANE_FUNCTIONS})
-_LANE_OPERATORS = frozenset("+-*/()[]=;,.<>!&|")
+                         *LANE_FUNCTIONS, *INTEGER_TYPES, *TABLE_FUNCTIONS,
+                         "ULL", "LL"})  # integer literals' suffixes (cpp.literal)
+_LANE_OPERATORS = frozenset("+-*/()[]=;,.<>!&|%^~{}")
 _TOKEN = re.compile(r"[A-Za-z_]\w*|\d[\d.]*(?:[eE][+-]?\d+)?|\S")
+# What a subscript may hold in the lanes: a constant, or an elementwise loop's index (the same in
+# every lane); a run-time index reads through gather().
+_SUBSCRIPT = re.compile(r"\[([^\[\]]*)\]")
+_LANE_SUBSCRIPT = re.compile(r"\d+|i|\d+ \+ i")
+_CAST = re.compile(r"static_cast\s*<\s*(\w+)\s*>")
+_SPECIAL_CONSTANT = re.compile(r'__builtin_nan\(""\)|__builtin_huge_val\(\)')
+_RUNTIME_SEARCH = re.compile(r"search_sorted(?:_near)?\((?!table\d+,)")
+_BOOL_ARRAY = re.compile(r"\bbool \w+\[")
+_INTEGER_TYPE = re.compile(r"\b(" + "|".join(INTEGER_TYPES) + r")\b")
 
 
 def lane_arithmetic(body: list[str]) -> bool:
     """Whether these statements run in SIMD lanes exactly as scalars: floating-point arithmetic,
     comparisons of T values and the selects, max, min made of them, the functions of
-    LANE_FUNCTIONS and elementwise loops over arrays of T; the rest (integers, tables, while
-    loops, other functions) runs one lane at a time. A `bool` may only name a comparison's
-    result (a mask in the lanes)."""
-    for token in _TOKEN.findall("\n".join(body)):
+    LANE_FUNCTIONS, elementwise loops over arrays of T, and integers with the table reads made
+    of them (constant tables, local arrays and parameters at run-time indices, searchsorted);
+    the rest (while loops, integer code other than these formats, other functions) runs one lane
+    at a time. A `bool` may only name a comparison's result (a mask in the lanes)."""
+    alias = set(table_namespace_alias())
+    text = "\n".join(line for line in body if line not in alias).replace("tab::", "")
+    text = _SPECIAL_CONSTANT.sub("0", text)  # NaN and infinities (cpp.double) are constants
+    if any(not _LANE_SUBSCRIPT.fullmatch(m) for m in _SUBSCRIPT.findall(text)):
+        return False
+    if any(m not in INTEGER_TYPES for m in _CAST.findall(text)):
+        return False
+    # Not yet in the lanes: a search over a run-time table (each lane its own parameters) and
+    # arrays of bools (a mask per lane has no `bool` array).
+    if _RUNTIME_SEARCH.search(text) or _BOOL_ARRAY.search(text):
+        return False
+    if len(re.findall(r"\bint\b", text)) != len(re.findall(r"\bfor \(int i = 0; i < \d+; ", text)):
+        return False
+    for token in _TOKEN.findall(text):
         if token[0].isalpha() or token[0] == "_":
-            if token not in _LANE_NAMES and not re.fullmatch(r"(v|local)\d+", token):
+            if token not in _LANE_NAMES and not re.fullmatch(r"(v|local|table)\d+", token):
                 return False
         elif not (token[0].isdigit() or token in _LANE_OPERATORS):
             return False
@@ -210,8 +243,13 @@ def lane_arithmetic(body: list[str]) -> bool:
 
 def lane_statements(body: list[str]) -> list[str]:
     """The statements as the lanes compile them: a comparison's result is a mask, so its local
-    is `auto` (bool for scalars and duals, simd::LaneMask in the lanes)."""
-    return [line.replace("const bool ", "const auto ", 1) for line in body]
+    is `auto` (bool for scalars and duals, simd::LaneMask in the lanes); an integer type is an
+    alias of T's integers (shoal::IntOf: the integer itself for scalars and duals,
+    simd::IntLanes in the lanes)."""
+    lines = [line.replace("const bool ", "const auto ", 1) for line in body]
+    used = sorted({m for line in lines for m in _INTEGER_TYPE.findall(line)})
+    lines = [_INTEGER_TYPE.sub(lambda m: INTEGER_TYPES[m.group(1)], line) for line in lines]
+    return [*(f"using {INTEGER_TYPES[c]} = shoal::IntOf<T, {c}>;" for c in used), *lines]
 
 
 def _body(em: Emitter, closed, consts, n_vars: int, layout: ParamLayout, p_names, dtype,

@@ -63,7 +63,7 @@ def searchsorted(walker, eqn, ins) -> list[Sym] | None:
             call = f"search_sorted({name}, {values.size}, {q}, {right})"
         else:
             spacing, x0, inv_h = grid
-            at = f"static_cast<double>({q})"
+            at = f"to_double({q})"
             at = f"log({at})" if spacing == "geometric" else at
             call = (f"search_sorted_near({name}, {values.size}, {q}, {right}, "
                     f"({at} - {double(x0)}) * {double(inv_h)})")
