@@ -19,6 +19,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import operator
+import re
 
 import jax
 import jax.numpy as jnp
@@ -958,7 +959,8 @@ def test_a_traced_integer_closure_is_a_trailing_parameter_read_back_as_an_intege
     (carried,) = seen["closure"]
     assert jnp.issubdtype(carried.dtype, jnp.floating)  # carried in p, as params leaves are
     assert seen["model"].n_params == NP + 1
-    assert "static_cast<int" in seen["model"].source  # ... and converted back in the model
+    # ... and converted back in the model (to I64, the integers of T's lanes, in a lanes rhs)
+    assert re.search(r"static_cast<(int|I)64(_t)?>", seen["model"].source)
 
 
 def test_closing_over_a_traced_complex_array_is_a_value_error():

@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax import lax
 
 from shoal.ode import Event, Status, solve
 
@@ -280,3 +281,31 @@ def test_table_reads_gradients_are_bit_identical(method):
         return jax.value_and_grad(loss, argnums=(0, 1))(jnp.asarray(p), jnp.asarray(y0))
 
     assert_same_solves(run)
+
+
+# Integer arithmetic beside the floats, per lane: an integer parameter's floor division and
+# remainder, integer where/abs/sign/maximum, a bool converted both ways, a lax.switch on a
+# computed index (every branch evaluated, the taken one selected) and an integer table read.
+STEPS = np.array([3, -1, 4, 1, -5, 9, 2, -6], np.int32)
+
+
+def integer_model(y, t, p):
+    k = jnp.floor(p[1] * 7.0).astype(jnp.int32)
+    q, r = k // 3, k % 3
+    j = jnp.clip(jnp.abs(q - 2) + jnp.sign(r - 1), 0, STEPS.size - 1)
+    step = jnp.maximum(jnp.asarray(STEPS)[j], jnp.where(y[0] > 0.5, -2, 0))
+    gate = (y[1] < 0.0).astype(jnp.int32) + (t > 1.5)
+    branch = lax.switch(jnp.clip(jnp.floor(t).astype(jnp.int32), 0, 2),
+                        [lambda u: u, lambda u: -0.5 * u, lambda u: jnp.sin(u)], y[1])
+    return jnp.stack([-p[0] * y[0] + 0.1 * step.astype(y.dtype) + 0.05 * gate,
+                      y[0] - 0.3 * branch + 0.01 * (r == 1)])
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_integer_arithmetic_is_bit_identical(dtype):
+    from shoal.ode._codegen.model_struct import generate_model
+    assert generate_model(integer_model, 2, 2, dtype).lane_arithmetic
+    y0, t_span, p = table_ensemble(dtype=dtype)
+    tol = 1e-8 if dtype == np.float64 else 1e-4
+    assert_same_solves(lambda lanes: solve(integer_model, y0, t_span, p, method="rodas5p",
+                                           rtol=tol, atol=tol, return_stats=True, lanes=lanes))
