@@ -53,6 +53,7 @@ SOURCE = r"""
 #include <vector>
 %(includes)s
 #include "shoal/simd/lanes.hpp"
+#include "shoal/simd/lanes_math.hpp"
 
 namespace el = shoal::elementary;
 constexpr int kN = 4096, kW = shoal::simd::native_lanes<%(T)s>();
@@ -92,7 +93,7 @@ int main() {
       __builtin_memcpy(&a.v, &x[i], sizeof a.v);
       __builtin_memcpy(&b.v, &y[i], sizeof b.v);
       (void)b;
-      const L r = el::%(name)s(%(largs)s);
+      const L r = shoal::simd::%(name)s(%(largs)s);
       __builtin_memcpy(&out[i], &r.v, sizeof r.v);
     }
     sink = out[kN / 2];
