@@ -126,6 +126,8 @@ SHOAL_LANES_UNARY(sinh)
 SHOAL_LANES_UNARY(cosh)
 SHOAL_LANES_UNARY(tanh)
 SHOAL_LANES_UNARY(cbrt)
+SHOAL_LANES_UNARY(erf)
+SHOAL_LANES_UNARY(erfc)
 #undef SHOAL_LANES_UNARY
 template <class T, int W>
 Lanes<T, W> pow(const Lanes<T, W>& x, const Lanes<T, W>& y) {
