@@ -161,9 +161,13 @@ def resolve_sparsity(model: _codegen.GeneratedModel, sparsity,
     n = model.n_vars
     if sparsity is None and n < AUTO_SPARSE_MIN_VARS:
         return None
-    detected = structural_pattern(model) | np.eye(n, dtype=bool)
     if sparsity is None:
+        try:
+            detected = structural_pattern(model) | np.eye(n, dtype=bool)
+        except _jit.CompileError:
+            return None  # no host compiler (a GPU-only machine): the dense LU needs no pattern
         return SparsityPattern(detected) if default_sparsity_choice(detected) else None
+    detected = structural_pattern(model) | np.eye(n, dtype=bool)
     if isinstance(sparsity, str):  # "auto" (the record has checked the spelling)
         return SparsityPattern(detected)
     pattern = normalize_pattern(sparsity, n)

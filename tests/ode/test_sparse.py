@@ -452,3 +452,17 @@ def test_tsit5_with_sparsity_validates_and_ignores_it():
     missing[1, 0] = False
     with pytest.raises(ValueError, match=r"\(1, 0\)"):
         solve(vdp_ring, y0, RING_T, p, method="tsit5", sparsity=missing)
+
+
+def test_default_sparsity_without_a_host_compiler_is_dense(monkeypatch):
+    from shoal import _jit
+    from shoal.ode import _model
+
+    def no_compiler(model):
+        raise _jit.CompileError("no C++ compiler found")
+
+    monkeypatch.setattr(_model, "structural_pattern", no_compiler)
+    model = _model.generated_model(vdp_ring, 12, 3, np.float64)[0]
+    assert _model.resolve_sparsity(model, None) is None
+    with pytest.raises(_jit.CompileError):
+        _model.resolve_sparsity(model, "auto")
