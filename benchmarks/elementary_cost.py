@@ -8,7 +8,13 @@ float, compiled with the flags models are built with (shoal._jit.compiler_flags:
 per value now that its right-hand side runs in the lanes; before, it paid glibc's scalar column
 lane by lane.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/elementary_cost.py
+The two latency columns time a dependent chain instead, scalar: each call's argument is the next
+array value plus 0 × the previous result (x[i] + prev·0, which the compiler may not fold: prev
+could be NaN or inf), so one call cannot start before the previous one has finished. That is
+what the scalar path (lanes = 1) and the GPU (one thread, scalar double) see; it includes the
+multiply and add of the chain (~2 ns), the same for glibc and shoal.
+
+    PYTHONPATH=. .venv/bin/python benchmarks/elementary_cost.py [function ...]
 """
 
 from __future__ import annotations
@@ -53,6 +59,7 @@ SOURCE = r"""
 #include <vector>
 %(includes)s
 #include "shoal/simd/lanes.hpp"
+#include "shoal/simd/lanes_math.hpp"
 
 namespace el = shoal::elementary;
 constexpr int kN = 4096, kW = shoal::simd::native_lanes<%(T)s>();
@@ -92,12 +99,24 @@ int main() {
       __builtin_memcpy(&a.v, &x[i], sizeof a.v);
       __builtin_memcpy(&b.v, &y[i], sizeof b.v);
       (void)b;
-      const L r = el::%(name)s(%(largs)s);
+      const L r = shoal::simd::%(name)s(%(largs)s);
       __builtin_memcpy(&out[i], &r.v, sizeof r.v);
     }
     sink = out[kN / 2];
   });
-  std::printf("%%.2f %%.2f %%.2f %%d\n", glibc, scalar, lanes, kW);
+  // Latency: a dependent chain (the argument waits for the previous result).
+  const double glibc_latency = ns_per_value([&] {
+    %(T)s prev = 0;
+    for (int i = 0; i < kN; ++i) prev = std::%(name)s(%(chained)s);
+    sink = prev;
+  });
+  const double scalar_latency = ns_per_value([&] {
+    %(T)s prev = 0;
+    for (int i = 0; i < kN; ++i) prev = el::%(name)s(%(chained)s);
+    sink = prev;
+  });
+  std::printf("%%.2f %%.2f %%.2f %%d %%.2f %%.2f\n", glibc, scalar, lanes, kW, glibc_latency,
+              scalar_latency);
 }
 """
 
@@ -105,8 +124,9 @@ int main() {
 def run(name: str, header: str, arity: int, lo: float, hi: float, ctype: str, workdir: Path):
     args = "x[i], y[i]" if arity == 2 else "x[i]"
     largs = "a, b" if arity == 2 else "a"
+    chained = "x[i] + prev * 0, y[i]" if arity == 2 else "x[i] + prev * 0"
     source = SOURCE % dict(includes=f'#include "shoal/elementary/{header}.hpp"', T=ctype,
-                           name=name, args=args, largs=largs, lo=lo, hi=hi)
+                           name=name, args=args, largs=largs, chained=chained, lo=lo, hi=hi)
     src = workdir / f"{name}_{ctype}.cc"
     exe = workdir / f"{name}_{ctype}"
     src.write_text(source)
@@ -114,27 +134,34 @@ def run(name: str, header: str, arity: int, lo: float, hi: float, ctype: str, wo
     compiler = _jit.find_compiler()[0]
     subprocess.run([compiler, *flags, f"-I{_jit.include_dir()}", str(src), "-o", str(exe)],
                    check=True, capture_output=True)
-    glibc, scalar, lanes, width = subprocess.run([str(exe)], check=True, capture_output=True,
-                                                 text=True).stdout.split()
-    return float(glibc), float(scalar), float(lanes), int(width)
+    glibc, scalar, lanes, width, glibc_latency, scalar_latency = subprocess.run(
+        [str(exe)], check=True, capture_output=True, text=True).stdout.split()
+    return (float(glibc), float(scalar), float(lanes), int(width), float(glibc_latency),
+            float(scalar_latency))
 
 
-def main():
+def main(names=None):
     include = _jit.include_dir() / "shoal" / "elementary"
+    print(f"{'':<15} {'throughput':-^24}  {'':11}   {'latency':-^15}")
     print(f"{'function':<8} {'type':<6} {'glibc':>7} {'shoal':>7} {'lanes':>7}  "
-          f"{'glibc/lanes':>11}   (ns per value; lanes of W)")
+          f"{'glibc/lanes':>11}   {'glibc':>7} {'shoal':>7}   (ns per value; lanes of W)")
     with tempfile.TemporaryDirectory() as tmp:
         for name, (header, arity, (lo, hi)) in FUNCTIONS.items():
+            if names and name not in names:
+                continue
             if not (include / f"{header}.hpp").exists():
                 continue
             for ctype in ("double", "float"):
                 try:
-                    g, s, v, w = run(name, header, arity, lo, hi, ctype, Path(tmp))
+                    g, s, v, w, gl, sl = run(name, header, arity, lo, hi, ctype, Path(tmp))
                 except subprocess.CalledProcessError as e:
                     print(f"{name:<8} {ctype:<6} failed: {(e.stderr or b'')[-300:]!r}")
                     continue
-                print(f"{name:<8} {ctype:<6} {g:7.2f} {s:7.2f} {v:7.2f}  {g / v:10.1f}x   W={w}")
+                print(f"{name:<8} {ctype:<6} {g:7.2f} {s:7.2f} {v:7.2f}  {g / v:10.1f}x   "
+                      f"{gl:7.2f} {sl:7.2f}   W={w}")
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    main(sys.argv[1:])

@@ -10,6 +10,7 @@
 
 #include "shoal/config.hpp"
 #include "shoal/elementary/cbrt.hpp"
+#include "shoal/elementary/erf.hpp"
 #include "shoal/elementary/exp.hpp"
 #include "shoal/elementary/exp2.hpp"
 #include "shoal/elementary/expm1.hpp"
@@ -41,8 +42,6 @@ SHOAL_UNARY(sqrt)
 SHOAL_UNARY(asinh)
 SHOAL_UNARY(acosh)
 SHOAL_UNARY(atanh)
-SHOAL_UNARY(erf)
-SHOAL_UNARY(erfc)
 SHOAL_UNARY(lgamma)
 SHOAL_UNARY(floor)
 SHOAL_UNARY(ceil)
@@ -69,6 +68,8 @@ SHOAL_OWN_UNARY(sinh)
 SHOAL_OWN_UNARY(cosh)
 SHOAL_OWN_UNARY(tanh)
 SHOAL_OWN_UNARY(cbrt)
+SHOAL_OWN_UNARY(erf)
+SHOAL_OWN_UNARY(erfc)
 #undef SHOAL_OWN_UNARY
 SHOAL_INLINE double pow(double x, double y) { return elementary::pow(x, y); }
 SHOAL_INLINE float pow(float x, float y) { return elementary::pow(x, y); }

@@ -129,12 +129,44 @@ def detect_pattern(f, n_vars: int, n_params: int, dtype) -> np.ndarray:
     return structural_pattern(generated_model(f, n_vars, n_params, dtype)[0]).copy()
 
 
-def resolve_sparsity(model: _codegen.GeneratedModel, sparsity) -> SparsityPattern | None:
-    """The pattern to compile: None (dense), the detected one ("auto"), or the user's, checked to
-    cover every structural nonzero of f."""
-    if sparsity is None or isinstance(sparsity, SparsityPattern):
+# sparsity=None (the default) uses the sparse solver where it measured faster than the dense LU
+# (benchmarks/sparse_crossover.py): from this many variables, on patterns whose factors stay
+# sparse. Below it the pattern is never detected, so small models compile nothing extra.
+AUTO_SPARSE_MIN_VARS = 12
+# ... and only where L + U (after the fill-reducing ordering) keeps at most this share of n².
+AUTO_SPARSE_MAX_FILL = 0.5
+
+
+def default_sparsity_choice(pattern: np.ndarray) -> bool:
+    """Whether ``sparsity=None`` takes the sparse solver for this (n, n) pattern (diagonal
+    included)."""
+    from shoal.ode._sparse import analyze  # noqa: PLC0415 (the solver's analysis; cached there)
+
+    n = pattern.shape[0]
+    if n < AUTO_SPARSE_MIN_VARS:
+        return False
+    return analyze(pattern).nnz <= AUTO_SPARSE_MAX_FILL * n * n
+
+
+def resolve_sparsity(model: _codegen.GeneratedModel, sparsity,
+                     stiff: bool = True) -> SparsityPattern | None:
+    """The pattern to compile: None (dense: ``"dense"``, a non-stiff method, or the default where
+    the dense LU is as fast), the detected one (``"auto"``, or the default where the sparse
+    solver is faster: ``default_sparsity_choice``), or the user's, checked to cover every
+    structural nonzero of f."""
+    if isinstance(sparsity, SparsityPattern):
         return sparsity
+    if isinstance(sparsity, str) and sparsity == "dense" or (sparsity is None and not stiff):
+        return None
     n = model.n_vars
+    if sparsity is None and n < AUTO_SPARSE_MIN_VARS:
+        return None
+    if sparsity is None:
+        try:
+            detected = structural_pattern(model) | np.eye(n, dtype=bool)
+        except _jit.CompileError:
+            return None  # no host compiler (a GPU-only machine): the dense LU needs no pattern
+        return SparsityPattern(detected) if default_sparsity_choice(detected) else None
     detected = structural_pattern(model) | np.eye(n, dtype=bool)
     if isinstance(sparsity, str):  # "auto" (the record has checked the spelling)
         return SparsityPattern(detected)

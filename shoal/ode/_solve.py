@@ -20,7 +20,7 @@ import numpy as np
 from shoal.ode import _model, _options, _params, _progress, _validation
 from shoal.ode._codegen import ModelTraceError
 from shoal.ode._differentiation import EnsembleProblem, solve_ensemble
-from shoal.ode._options import SolveOptions
+from shoal.ode._options import Method, SolveOptions
 from shoal.ode._user_functions import UserFunctions
 
 
@@ -219,7 +219,8 @@ def solve(f, y0, t_span, params=None, *, params_axes=None, tstops=None, first_st
     model, closure = _traced_model(f, n, split, dtype, extras)
     # Arrays f closes over while an outer transformation traces them follow the shared leaves.
     shared = jnp.concatenate([split.shared, *(jnp.ravel(c).astype(dtype) for c in closure)])
-    opts = opts.replace(sparsity=_model.resolve_sparsity(model, opts.sparsity))
+    opts = opts.replace(sparsity=_model.resolve_sparsity(model, opts.sparsity,
+                                                         stiff=opts.method is not Method.TSIT5))
     functions = UserFunctions(f, extras, n, split.layout, dtype.name)
     ys, accepted, rejected, status, event_time, event_state = _progress.reported(
         progress, N, lambda slot: _run(y0, split.own, shared, t_rows, weights, stops, steps, slot,
@@ -229,7 +230,9 @@ def solve(f, y0, t_span, params=None, *, params_axes=None, tstops=None, first_st
         ys = ys.reshape(*ys.shape[:2], *model.saved_shape)
     if not return_stats:
         return ys
-    stats = {"accepted": accepted, "rejected": rejected, "status": status}
+    stats = {"accepted": accepted, "rejected": rejected, "status": status,
+             "sparse": jnp.full(status.shape, opts.sparsity is not None
+                                        and opts.method is not Method.TSIT5)}
     if model.has_event:
         stats["event_time"] = event_time[:, 0]
         stats["event_state"] = event_state

@@ -45,15 +45,15 @@ void check_double(const char* name, F f, R ref, double bound) {
 
 TEST(ElementaryTrig, SinDoubleWithinBound) {
   check_double("sin", [](double x) { return el::sin(x); }, [](long double x) { return sinl(x); },
-               0.6);
+               0.57);
 }
 TEST(ElementaryTrig, CosDoubleWithinBound) {
   check_double("cos", [](double x) { return el::cos(x); }, [](long double x) { return cosl(x); },
-               0.6);
+               0.58);
 }
 TEST(ElementaryTrig, TanDoubleWithinBound) {
   check_double("tan", [](double x) { return el::tan(x); }, [](long double x) { return tanl(x); },
-               0.7);
+               0.64);
 }
 
 TEST(ElementaryTrig, FloatSweep) {

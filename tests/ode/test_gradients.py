@@ -490,9 +490,10 @@ def test_return_stats_under_differentiation(method):
     _, plain_stats = with_stats(ps)
     (ys, stats), (dys, dstats) = jax.jvp(with_stats, (ps,), (jnp.ones_like(ps),))
     assert ys.shape == dys.shape == (4, PENDULUM_T.size, 2)
-    assert set(stats) == {"accepted", "rejected", "status"}
-    for key in stats:
+    assert set(stats) == {"accepted", "rejected", "status", "sparse"}
+    for key in ("accepted", "rejected", "status"):
         assert stats[key].shape == (4,) and stats[key].dtype == jnp.int32
+    assert stats["sparse"].shape == (4,) and stats["sparse"].dtype == jnp.bool_
     np.testing.assert_array_equal(np.asarray(stats["status"]), 0)
     # The joint solve's own counts: it controls the sensitivities' error too, so they differ
     # from the plain solve's, but not by much.

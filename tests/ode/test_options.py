@@ -76,7 +76,7 @@ def test_sparsity_pattern_is_read_only_and_keyed_by_value():
     (dict(event=lambda y, t, p: y[0]), TypeError, "shoal.ode.Event"),
     (dict(max_steps=1.5), TypeError, "max_steps must be a Python int"),
     (dict(dcoeff=float("nan")), ValueError, "dcoeff must be a finite Python float"),
-    (dict(sparsity="dense"), ValueError, "sparsity must be None, 'auto' or a pattern"),
+    (dict(sparsity="sparse"), ValueError, "sparsity must be None, 'auto', 'dense' or a pattern"),
 ])
 def test_bad_options_name_the_argument(kwargs, error, match):
     with pytest.raises(error, match=match):

@@ -161,12 +161,12 @@ def run(f, y0, t, p, **kwargs):
 
 @functools.cache
 def ring_dense(m: int):
-    return run(vdp_ring, ring_y0(m), RING_T, RING_P, **TIGHT)
+    return run(vdp_ring, ring_y0(m), RING_T, RING_P, sparsity="dense", **TIGHT)
 
 
 @functools.cache
 def bruss_dense():
-    return run(brusselator, bruss_y0(BRUSS_N), BRUSS_T, BRUSS_P, **TIGHT)
+    return run(brusselator, bruss_y0(BRUSS_N), BRUSS_T, BRUSS_P, sparsity="dense", **TIGHT)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -228,7 +228,7 @@ def test_ring_grad_params_and_jacfwd_y0_sparse_equal_dense():
         return jnp.sum(ys[0, -1] ** 2)
 
     p = jnp.asarray(RING_P)
-    g_dense = np.asarray(jax.grad(loss)(p, None))
+    g_dense = np.asarray(jax.grad(loss)(p, "dense"))
     g_sparse = np.asarray(jax.grad(loss)(p, "auto"))
     assert np.all(np.isfinite(g_dense)) and np.all(g_dense != 0)
     np.testing.assert_allclose(g_sparse, g_dense, rtol=1e-8)
@@ -251,7 +251,7 @@ def test_brusselator_grad_params_sparse_equals_dense():
         return jnp.sum(ys[0, -1] * jnp.arange(1.0, 2 * BRUSS_N + 1))
 
     p = jnp.asarray(BRUSS_P)
-    g_dense = np.asarray(jax.grad(loss)(p, None))
+    g_dense = np.asarray(jax.grad(loss)(p, "dense"))
     g_sparse = np.asarray(jax.grad(loss)(p, "auto"))
     assert np.all(np.isfinite(g_dense)) and np.all(g_dense != 0)
     np.testing.assert_allclose(g_sparse, g_dense, rtol=1e-8)
@@ -325,7 +325,7 @@ def test_constant_matrix_model_sparse_equals_dense():
     f = constant_matrix_model(a)
     y0 = np.linspace(-1.0, 1.0, 8)
     t = np.linspace(0.0, 1.0, 3)
-    dense, _ = run(f, y0, t, None, **TIGHT)
+    dense, _ = run(f, y0, t, None, sparsity="dense", **TIGHT)
     sparse, _ = run(f, y0, t, None, sparsity="auto", **TIGHT)
     np.testing.assert_allclose(sparse, dense, rtol=1e-10, atol=1e-12)
 
@@ -398,8 +398,47 @@ def test_invalid_ordering_is_a_value_error(ordering):
 
 
 def test_invalid_sparsity_string_is_a_value_error():
-    with pytest.raises(ValueError, match="sparsity"):
-        solve(vdp_ring, ring_y0(2), RING_T, RING_P, sparsity="dense")
+    with pytest.raises(ValueError, match="sparsity must be None, 'auto', 'dense'"):
+        solve(vdp_ring, ring_y0(2), RING_T, RING_P, sparsity="sparse")
+
+
+# sparsity=None (the default) takes the sparse solver from 12 variables on patterns whose
+# factors stay sparse (benchmarks/sparse_crossover.py measured it faster there), the dense LU
+# below and on dense patterns; "dense" and "auto" force either; stats["sparse"] says which ran.
+def test_default_sparsity_rule_on_both_sides_of_its_thresholds():
+    from shoal.ode._model import AUTO_SPARSE_MIN_VARS, default_sparsity_choice
+
+    def ring(n):
+        return (np.eye(n, dtype=bool) | np.roll(np.eye(n, dtype=bool), 1, 1)
+                | np.roll(np.eye(n, dtype=bool), -1, 1))
+
+    assert AUTO_SPARSE_MIN_VARS == 12
+    assert not default_sparsity_choice(ring(11))
+    assert default_sparsity_choice(ring(12))
+    assert not default_sparsity_choice(np.ones((12, 12), dtype=bool))  # L + U = n²
+    arrow = np.eye(40, dtype=bool)
+    arrow[0, :] = arrow[:, 0] = True  # fills completely unless ordered: AMD keeps it sparse
+    assert default_sparsity_choice(arrow)
+
+
+@pytest.mark.parametrize("m, sparse", [(5, False), (6, True)])  # 10 and 12 variables
+def test_default_sparsity_picks_and_reports(m, sparse):
+    y0 = ring_y0(m)
+    ys, stats = solve(vdp_ring, y0, RING_T, RING_P, method="rodas5p", rtol=1e-7, atol=1e-9,
+                      return_stats=True)
+    assert np.asarray(stats["sparse"]).tolist() == [sparse] * len(y0)
+    forced = "auto" if sparse else "dense"
+    same, same_stats = solve(vdp_ring, y0, RING_T, RING_P, method="rodas5p", rtol=1e-7,
+                             atol=1e-9, return_stats=True, sparsity=forced)
+    assert np.asarray(ys).tobytes() == np.asarray(same).tobytes()
+    other, other_stats = solve(vdp_ring, y0, RING_T, RING_P, method="rodas5p", rtol=1e-7,
+                               atol=1e-9, return_stats=True,
+                               sparsity="dense" if sparse else "auto")
+    assert np.asarray(other_stats["sparse"]).tolist() == [not sparse] * len(y0)
+    np.testing.assert_allclose(np.asarray(other), np.asarray(ys), rtol=1e-5, atol=1e-7)
+    _, tsit5_stats = solve(vdp_ring, y0, RING_T, np.array([1.0, 1.0, 1.0]), method="tsit5",
+                           return_stats=True, sparsity="auto")
+    assert not np.asarray(tsit5_stats["sparse"]).any()
 
 
 def test_tsit5_with_sparsity_validates_and_ignores_it():
@@ -413,3 +452,17 @@ def test_tsit5_with_sparsity_validates_and_ignores_it():
     missing[1, 0] = False
     with pytest.raises(ValueError, match=r"\(1, 0\)"):
         solve(vdp_ring, y0, RING_T, p, method="tsit5", sparsity=missing)
+
+
+def test_default_sparsity_without_a_host_compiler_is_dense(monkeypatch):
+    from shoal import _jit
+    from shoal.ode import _model
+
+    def no_compiler(model):
+        raise _jit.CompileError("no C++ compiler found")
+
+    monkeypatch.setattr(_model, "structural_pattern", no_compiler)
+    model = _model.generated_model(vdp_ring, 12, 3, np.float64)[0]
+    assert _model.resolve_sparsity(model, None) is None
+    with pytest.raises(_jit.CompileError):
+        _model.resolve_sparsity(model, "auto")

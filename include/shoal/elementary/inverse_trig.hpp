@@ -8,23 +8,30 @@
 //     atan(Y/X) = atan(c) + atan(u), u = (Y − cX)/(X + cY);   t >= 39/16: π/2 + atan(−X/Y).
 //   c X and c Y are formed exactly (Dekker's product, no FMA); Y − c X is exact (Sterbenz: Y/X
 //   is within a factor 2 of c); numerator and denominator are double-doubles, and u = u + u_lo
-//   is their quotient with one correction step (exact remainder), so u is good to 2^-100.
+//   is their quotient with one correction step (exact remainder, times 1/denominator computed
+//   beside the quotient), so u is good to 2^-100. c X, c Y use X, Y split beforehand (c has
+//   two bits), and the interval comes from t alone, so the chain after t is short.
 //   |u| <= 7/16: atan(u + u_lo) = u + u³ P(u²) + u_lo (1 − u²), P a degree-12 polynomial fitted
-//   (Chebyshev interpolation in mpmath, 200 bits, coefficients rounded to double) to
+//   (Chebyshev interpolation in mpmath, 200 bits, coefficients rounded to double; summed as
+//   −1/3 + w Q(w), Q by Estrin's scheme: 4 levels deep instead of 12) to
 //   (atan u − u)/u³ on u² <= (7/16)²: relative error < 2^-58 of atan u, coefficient rounding
 //   included. atan(c) and π/2 are hi + lo constants (mpmath). atan(c) + u is summed by TwoSum,
 //   the small terms join the tail, and one final rounding gives the result.
-// atan(x): the core on Y = min(|x|, 2^60), X = 1 (beyond 2^60 the result rounds to π/2's head
-//   either way), the sign of x put back. Error: the final rounding plus the tail's: u³ P is up
+// atan(x): the core on Y = |x|, X = 1, t = |x| (no division); |x| >= 2^60 (the result rounds
+//   to π/2's head), inf and NaN replaced by one select at the end, the sign of x put back. Error: the final rounding plus the tail's: u³ P is up
 //   to 6% of the result (u near 7/16) with a few roundings, < 0.15 ulp, the fit 0.03 ulp:
-//   measured max 0.654 ulp (x near 0.433; tests/cpp/test_elementary_inverse_trig.cc, against
-//   atanl, millions of points).
+//   measured max 0.637 ulp (x near an interval edge; tests/cpp/test_elementary_inverse_trig.cc,
+//   against atanl, millions of points).
 // atan2(y, x): |x|, |y| scaled by one power of two (two exact steps) so that the larger is in
 //   [1, 2); a ratio below 2^-60 takes |y|/|x| itself (rounded once; atan u = u to 2^-120
 //   there, so subnormal results round once too); a ratio above 2^60 clamps the smaller to
 //   2^-60. x < 0 (sign bit) gives π − θ, as double-doubles (π in hi + lo), the sign of y is put
-//   back. Measured max 0.669 ulp (against atan2l, all quadrants and exponents): the ratio is
-//   never rounded into the result. float (computed in double, rounded once): 0.5 ulp + 2^-29.
+//   back; the interval is chosen from |y|/|x| unscaled, beside the scaling. Measured max
+//   0.669 ulp (against atan2l, all quadrants and exponents): the ratio is never rounded into
+//   the result.
+// Cost (benchmarks/elementary_cost.py): latency atan ~32 ns, atan2 ~53 ns per call (glibc ~22;
+//   63 and 129 ns with a Horner polynomial, the correction divided by the denominator and the
+//   interval found from the scaled ratio); throughput in lanes ~2.6 and 4.5 ns per double. float (computed in double, rounded once): 0.5 ulp + 2^-29.
 // asin, acos: |x| <= 1/2: asin x = x + x³ Q(x²), Q of degree 13 fitted like P ((asin u − u)/u³
 //   on u² <= 1/4, relative error < 2^-58 of asin u); acos x = π/2 − asin x with π/2 as hi + lo
 //   (TwoSum of the heads, the rest in the tail). |x| > 1/2: with z = (1 − |x|)/2 (exact) and
@@ -61,31 +68,45 @@ constexpr double kAtan3HalvesHi = 0x1.f730bd281f69bp-1, kAtan3HalvesLo = 0x1.007
 constexpr double kPio2Hi = 0x1.921fb54442d18p+0, kPio2Lo = 0x1.1a62633145c07p-54;
 constexpr double kPiHi = 0x1.921fb54442d18p+1, kPiLo = 0x1.1a62633145c07p-53;
 
-// (atan u − u)/u³ as a polynomial in w = u², |u| <= 7/16.
+// (atan u − u)/u³ as a polynomial in w = u², |u| <= 7/16: −1/3 + w Q(w), Q by Estrin's scheme
+// (4 multiply-add levels deep instead of Horner's 12; −1/3 added last, rounded near it once).
 template <class V>
 SHOAL_INLINE V atan_poly(V w) {
-  V p = V(-0x1.9a18ede9870b4p-7);
-  p = p * w + V(0x1.ddee2f7872bb1p-6);
-  p = p * w + V(-0x1.4ac1860230978p-5);
-  p = p * w + V(0x1.812d56e7540d1p-5);
-  p = p * w + V(-0x1.ae801e0134f32p-5);
-  p = p * w + V(0x1.e1d23bcd14132p-5);
-  p = p * w + V(-0x1.1110908eb5d90p-4);
-  p = p * w + V(0x1.3b13abad181b4p-4);
-  p = p * w + V(-0x1.745d171e36a07p-4);
-  p = p * w + V(0x1.c71c71c673e45p-4);
-  p = p * w + V(-0x1.24924924918e5p-3);
-  p = p * w + V(0x1.999999999998fp-3);
-  p = p * w + V(-0x1.5555555555555p-2);
-  return p;
+  const V w2 = w * w, w4 = w2 * w2, w8 = w4 * w4;
+  const V q12 = V(0x1.999999999998fp-3) + V(-0x1.24924924918e5p-3) * w;
+  const V q34 = V(0x1.c71c71c673e45p-4) + V(-0x1.745d171e36a07p-4) * w;
+  const V q56 = V(0x1.3b13abad181b4p-4) + V(-0x1.1110908eb5d90p-4) * w;
+  const V q78 = V(0x1.e1d23bcd14132p-5) + V(-0x1.ae801e0134f32p-5) * w;
+  const V q910 = V(0x1.812d56e7540d1p-5) + V(-0x1.4ac1860230978p-5) * w;
+  const V q1112 = V(0x1.ddee2f7872bb1p-6) + V(-0x1.9a18ede9870b4p-7) * w;
+  const V q = ((q12 + w2 * q34) + w4 * (q56 + w2 * q78)) + w8 * (q910 + w2 * q1112);
+  return V(-0x1.5555555555555p-2) + w * q;
 }
 
-// atan(Y/X) as a normalised double-double, for Y >= 0 and X > 0 with Y/X and X/Y in a range
-// where the products below neither overflow nor lose bits (Y, X in [2^-60, 2^60], or X = 1).
+// Veltkamp's split of a: a = hi + lo, hi with at most 26 significant bits (no overflow here).
 template <class V>
-SHOAL_INLINE DD<V> core(V y, V x) {
+SHOAL_INLINE DD<V> split(V a) {
+  const V ca = V(134217729.0) * a;  // 2^27 + 1
+  const V hi = ca - (ca - a);
+  return {hi, a - hi};
+}
+
+// c a = p + e exactly for c in {0, 1/2, 1, 3/2} (two significant bits) and a split beforehand
+// (Dekker's product with c's own split c + 0: the same bits as two_prod(c, a), c arriving
+// late).
+template <class V>
+SHOAL_INLINE DD<V> times_small(V c, V a, const DD<V>& as) {
+  const V p = c * a;
+  return {p, (c * as.hi - p) + c * as.lo};
+}
+
+// atan(Y/X) as hi + lo (|lo| <= 6% of hi, not normalised: the caller rounds hi + lo once), for
+// Y >= 0 and X > 0 with Y/X and X/Y in a range where the products below neither overflow nor
+// lose bits (Y, X in [2^-60, 2^60], or X = 1); t: Y/X or any value in the same interval.
+template <class V>
+SHOAL_INLINE DD<V> core(V y, V x, V t) {
   using O = Ops<V>;
-  const V t = y / x;
+  const DD<V> xs = split(x), ys = split(y);  // beside t
   const typename O::Int i1 = O::le(V(0.4375), t), i2 = O::le(V(0.6875), t),
                         i3 = O::le(V(1.1875), t), i4 = O::le(V(2.4375), t);
   const V c = O::select(i3, V(1.5), O::select(i2, V(1.0), O::select(i1, V(0.5), V(0.0))));
@@ -96,20 +117,22 @@ SHOAL_INLINE DD<V> core(V y, V x) {
   ah = O::select(i4, V(kPio2Hi), ah);
   al = O::select(i4, V(kPio2Lo), al);
   // Numerator y − c x (y − c x.hi exact), denominator x + c y, as double-doubles.
-  const DD<V> cx = two_prod(c, x), cy = two_prod(c, y);
+  const DD<V> cx = times_small(c, x, xs), cy = times_small(c, y, ys);
   const DD<V> num = two_sum(y - cx.hi, -cx.lo);
   const DD<V> d0 = two_sum(x, cy.hi);
   const V nh = O::select(i4, -x, num.hi), nl = O::select(i4, V(0.0), num.lo);
   const V dh = O::select(i4, y, d0.hi), dl = O::select(i4, V(0.0), d0.lo + cy.lo);
-  // u + u_lo = (nh + nl)/(dh + dl): quotient, exact remainder, one correction.
+  // u + u_lo = (nh + nl)/(dh + dl): quotient, exact remainder, one correction times 1/dh
+  // (computed beside u; the correction is ~1 ulp of u, so 1/dh's rounding is negligible).
   const V u = nh / dh;
+  const V inv = V(1.0) / dh;
   const DD<V> p = two_prod(u, dh);
-  const V u_lo = ((((nh - p.hi) - p.lo) + nl) - u * dl) / dh;
+  const V u_lo = (((nh - p.hi) + (nl - u * dl)) - p.lo) * inv;  // nh − p.hi exact
   const V w = u * u;
   const DD<V> s = two_sum(ah, u);
-  const V tail = s.lo + ((al + u_lo * (V(1.0) - w)) + (u * w) * atan_poly(w));
-  const V h = s.hi + tail;
-  return {h, (s.hi - h) + tail};
+  // atan(u + u_lo) = u + u³ P(w) + u_lo (1 − w); u_lo joins last.
+  const V tail = (s.lo + (al + (u * w) * atan_poly(w))) + u_lo * (V(1.0) - w);
+  return {s.hi, tail};
 }
 
 template <class V>
@@ -117,9 +140,10 @@ SHOAL_INLINE V atan_double(V x) {
   using O = Ops<V>;
   const typename O::Int sign = O::bits(x) & ~kAbsMask;
   const V ax = O::from_bits(O::bits(x) & kAbsMask);
-  const V y = O::select(O::lt(ax, V(0x1p60)), ax, V(0x1p60));  // NaN, inf -> 2^60
-  const DD<V> th = core(y, V(1.0));
-  const V r = th.hi + th.lo;
+  // No clamp on the path: |x| >= 2^60 (the result rounds to π/2's head), inf and NaN give junk
+  // there, replaced by one select at the end.
+  const DD<V> th = core(ax, V(1.0), ax);
+  const V r = O::select(O::lt(ax, V(0x1p60)), th.hi + th.lo, V(kPio2Hi));
   return O::select(O::eq(x, x), O::from_bits(O::bits(r) | sign), x + x);
 }
 
@@ -146,8 +170,10 @@ SHOAL_INLINE V atan2_double(V y, V x) {
   const V sx = ax * lift * two_to<V>(-e1) * two_to<V>(e1 - e);
   const V sy = ay * lift * two_to<V>(-e1) * two_to<V>(e1 - e);
   const V lo_clamp = V(0x1p-60);
+  // The interval from the unscaled ratio (the scaling is exact where it matters; where sx or
+  // sy is clamped, both ratios lie in the first or the last interval), beside the scaling.
   const DD<V> th = core(O::select(O::lt(sy, lo_clamp), lo_clamp, sy),
-                        O::select(O::lt(sx, lo_clamp), lo_clamp, sx));
+                        O::select(O::lt(sx, lo_clamp), lo_clamp, sx), ay / ax);
   V hi = th.hi, lo = th.lo;
   // A ratio below 2^-60: atan(y/x) = y/x, rounded once (subnormal results too).
   const Int tiny = O::lt(sy, lo_clamp);

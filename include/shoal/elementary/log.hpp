@@ -10,16 +10,20 @@
 //   of f/d), and the residual f − sh (d + d_lo) is formed exactly (Dekker's product with
 //   Veltkamp's split, no FMA, then Sterbenz), so sl = residual (1/d) leaves s with a relative
 //   error ~2^-102. One division.
-//   z = s² as zh + zl (Dekker's product). P = 2/3 + (2/5) z + z² Q(z): 2/3 and 2/5 are
-//   double-doubles and the first two terms are summed in double-double; Q(z) = Σ_{j=0..9}
-//   2 z^j / (2j + 7) (the Taylor coefficients, rounded to double) in plain double: z² Q <= 3.7e-4
-//   P, so Q's few roundings cost ≲ 2^-62 of P; the truncated terms Σ_{j>=10} z^{j+3}/(2j + 7)
-//   are below 2^-70.8 of 2s (z <= 0.02944, summed with mpmath). s z P is formed with two
-//   double-double products; it is at most 0.0098 of 2s, so its relative error ≲ 2^-61 costs
-//   ≲ 2^-67.6 of ln m.
+//   2 atanh(sh + sl) = 2 atanh(sh) + 2 sl/(1 − z) (z = sh², 1/(1 − z) to z³; sl² neglected,
+//   < 2^-100), and 2 atanh(sh) = 2 sh + sh³ (2/3 + (2/5) z) + sh⁷ Q(z), Q(z) = Σ_{j=0..9}
+//   2 z^j / (2j + 7) (the Taylor coefficients rounded to double, summed by Estrin's scheme):
+//   z = zh + zl and sh³ = sh zh (exact) + sh zl by Dekker's products; w = 2/3 + (2/5) z as a
+//   double-double (2/3 and 2/5 double-doubles, (2/5) zh by Dekker's product); sh³ w as a
+//   double-double (Dekker's product of the heads, the cross terms rounded): it is <= 0.0098 of
+//   2s; sh⁷ Q in plain double: <= 2^-18 of 2s, so its roundings cost ≲ 2^-69; the truncated
+//   terms Σ_{j>=10} z^{j+3}/(2j + 7) are below 2^-70.8 of 2s (z <= 0.02944, summed with mpmath).
+//   No product waits for another's tail (the parts are independent and meet in the final sums),
+//   so the dependency chain is short: one division, three products, the sums.
 //   ln x = e ln2_hi + 2s + s z P + e ln2_lo: ln2_hi has 42 significant bits, so e ln2_hi is exact
 //   for |e| < 2^11; the parts are summed with Fast2Sum into hi + lo, |lo| <= ulp(hi)/2.
-// Error of the core: relative ≲ 2^-67 (ln2_hi + ln2_lo is ln 2 to 2^-96).
+// Error of the core: relative ≲ 2^-68 (measured against libquadmath's logq over 2 million x:
+// 2^-68.35 at most; ln2_hi + ln2_lo is ln 2 to 2^-96).
 //   log   = hi (rounded once from the exact-ish sum): ≤ 0.5 + 2^-13 ulp.
 //   log1p: 1 + x = u + c exactly (u rounded, c its rounding error, Knuth's two_sum), and
 //          ln(1 + x) = ln u + ln(1 + q) = hi + lo + q − q²/2 with q = c/u, |q| <= 2^-53 (q³/3
@@ -34,8 +38,10 @@
 // [0.707, 1.414], 1 ± [2^-60, 2^-2], all normal and subnormal x; log1p also tiny x, x near −1,
 // x up to 2^1024): max 0.5000 ulp for log, log2 and log1p, 0.5005 for log10 (where log10l's own
 // error shows); float (through double, one rounding): 0.5 ulp.
-// Cost: one reduction and one division, ~100 flops (a double-double core) — correctly rounded
-// in all but rare cases; a faster log of ~0.6 ulp is possible if speed ever matters more.
+// Cost: one reduction and one division, ~110 flops (a double-double core) — correctly rounded
+// in all but rare cases; latency (benchmarks/elementary_cost.py) ~32 ns against glibc's ~12 ns,
+// throughput in lanes ~3.2 ns per value. A faster log of ~0.6 ulp is possible if speed ever
+// matters more.
 // Special values (C99 F.10.3.7, .9, .8, .10): log(±0) = −inf, log(1) = +0, log(x < 0) = NaN,
 // log(+inf) = +inf, NaN -> NaN; log1p(±0) = ±0, log1p(−1) = −inf, log1p(x < −1) = NaN,
 // log1p(+inf) = +inf; log2 and log10 as log (log2(1) = log10(1) = +0).
@@ -101,23 +107,21 @@ constexpr double kInvLn2Lo = 0x1.777d0ffda0d24p-56;
 constexpr double kInvLn10Hi = 0x1.bcb7b1526e50ep-2;
 constexpr double kInvLn10Lo = 0x1.95355baaafad3p-57;
 
-// Q(z) = Σ_{j=0..9} 2 z^j / (2j + 7), the Taylor coefficients rounded to double.
+// Q(z) = Σ_{j=0..9} 2 z^j / (2j + 7), the Taylor coefficients rounded to double, summed by
+// Estrin's scheme (pairs, then z², z⁴: 4 multiply-add levels deep, not 10), 2/7 added last.
 template <class V>
 SHOAL_INLINE V series_tail(V z) {
-  V q = V(0x1.47ae147ae147bp-4);  // 2/25
-  q = q * z + V(0x1.642c8590b2164p-4);
-  q = q * z + V(0x1.8618618618618p-4);
-  q = q * z + V(0x1.af286bca1af28p-4);
-  q = q * z + V(0x1.e1e1e1e1e1e1ep-4);
-  q = q * z + V(0x1.1111111111111p-3);
-  q = q * z + V(0x1.3b13b13b13b14p-3);
-  q = q * z + V(0x1.745d1745d1746p-3);
-  q = q * z + V(0x1.c71c71c71c71cp-3);
-  q = q * z + V(0x1.2492492492492p-2);  // 2/7
-  return q;
+  const V z2 = z * z;
+  const V z4 = z2 * z2;
+  const V q23 = V(0x1.745d1745d1746p-3) + V(0x1.3b13b13b13b14p-3) * z;
+  const V q45 = V(0x1.1111111111111p-3) + V(0x1.e1e1e1e1e1e1ep-4) * z;
+  const V q67 = V(0x1.af286bca1af28p-4) + V(0x1.8618618618618p-4) * z;
+  const V q89 = V(0x1.642c8590b2164p-4) + V(0x1.47ae147ae147bp-4) * z;  // .., 2/25
+  const V high = (q45 + z2 * q67) + z4 * q89;
+  return V(0x1.2492492492492p-2) + ((V(0x1.c71c71c71c71cp-3) * z + z2 * q23) + z4 * high);
 }
 
-// ln x as hi + lo (|lo| <= ulp(hi)/2), relative error ≲ 2^-67, for x positive and finite
+// ln x as hi + lo (|lo| <= ulp(hi)/2), relative error ≲ 2^-68, for x positive and finite
 // (subnormals included). Other x give junk, to be replaced by the caller.
 template <class V>
 SHOAL_INLINE DD<V> log_dd(V x) {
@@ -141,20 +145,33 @@ SHOAL_INLINE DD<V> log_dd(V x) {
   const DD<V> p = two_prod(sh, d);
   const V residual = ((f - p.hi) - p.lo) - sh * d_lo;
   const V sl = residual * inv;
-  // z = s², P = 2/3 + (2/5) z + z² Q(z).
-  const DD<V> z0 = two_prod(sh, sh);
-  const DD<V> z = {z0.hi, z0.lo + V(2.0) * sh * sl};
-  const DD<V> t = dd_mul(z, DD<V>{V(0x1.999999999999ap-2), V(-0x1.999999999999ap-56)});
-  const V q = z.hi * z.hi * series_tail(z.hi);
-  const DD<V> p0 = fast_two_sum(V(0x1.5555555555555p-1), t.hi);
-  const DD<V> poly = fast_two_sum(p0.hi, p0.lo + ((V(0x1.5555555555555p-55) + t.lo) + q));
-  // C = s z P; ln m = 2s + C.
-  const DD<V> c = dd_mul(DD<V>{sh, sl}, dd_mul(z, poly));
+  // 2 atanh(sh + sl) = 2 atanh(sh) + 2 sl / (1 − sh²) (+ sl², < 2^-100 of 2s; 1/(1 − z) to
+  // z³: the rest < 2^-73 of 2s), and
+  // 2 atanh(sh) = 2 sh + sh³ (2/3 + (2/5) z) + sh⁷ Q(z) with z = sh²:
+  //   z = zh + zl exactly (Dekker), sh³ = sh zh (exact, Dekker) + sh zl;
+  //   w = 2/3 + (2/5) zh as w_hi + w_lo (2/3 and 2/5 double-doubles, (2/5) zh by Dekker's
+  //   product, Fast2Sum), then sh³ w as a double-double (Dekker's product of the heads, the
+  //   cross terms rounded);
+  //   sh⁷ Q(zh) in plain double: ≤ 2^-18 of 2s, its few roundings ≲ 2^-69.
+  // The parts are independent of each other (no product waits for another's tail) and meet
+  // at the end.
+  const DD<V> z = two_prod(sh, sh);
+  const DD<V> s3 = two_prod(sh, z.hi);
+  const V s3_lo = s3.lo + sh * z.lo;
+  const DD<V> t = two_prod(V(0x1.999999999999ap-2), z.hi);
+  const DD<V> w = fast_two_sum(V(0x1.5555555555555p-1), t.hi);
+  const V w_lo = w.lo + (t.lo + ((V(0x1.5555555555555p-55) + V(-0x1.999999999999ap-56) * z.hi) +
+                                 V(0x1.999999999999ap-2) * z.lo));
+  const DD<V> c = two_prod(s3.hi, w.hi);
+  const V c_lo = c.lo + (s3.hi * w_lo + s3_lo * w.hi);
+  const V s7q = (s3.hi * z.hi) * (z.hi * series_tail(z.hi));
+  const V sl_term = (V(2.0) * sl) * ((V(1.0) + z.hi) * (V(1.0) + z.hi * z.hi));  // to z³
+  // ln x = e ln2_hi + 2 sh + c + (the tails): e ln2_hi exact for |e| < 2^11, |e ln2_hi| >=
+  // |ln m| unless e = 0, so both sums are Fast2Sums.
   const DD<V> lm = fast_two_sum(V(2.0) * sh, c.hi);
-  const V lm_lo = lm.lo + (V(2.0) * sl + c.lo);
-  // ln x = e ln2_hi + ln m + e ln2_lo.
   const DD<V> sum = fast_two_sum(ev * V(kLn2Hi), lm.hi);
-  return fast_two_sum(sum.hi, sum.lo + (lm_lo + ev * V(kLn2Lo)));
+  const V tails = ((c_lo + s7q) + sl_term) + ev * V(kLn2Lo);
+  return fast_two_sum(sum.hi, (sum.lo + lm.lo) + tails);
 }
 
 // The value for x outside (0, inf): −inf at ±0, NaN below, x itself at +inf and NaN.

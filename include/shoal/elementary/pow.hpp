@@ -2,20 +2,27 @@
 // (elementary/ops.hpp).
 //
 // Algorithm (double). |x|^y = exp(y ln|x|):
-//   ln|x| = hi + lo from log.hpp's double-double core (relative error ≲ 2^-67);
+//   ln|x| = hi + lo from log.hpp's double-double core (relative error ≲ 2^-68);
 //   y ln|x| = p + p_lo: y hi by Dekker's product (Veltkamp's split, no FMA), exact, plus y lo;
 //   y is first clamped to |y| <= 2^65 (beyond it |y ln|x|| >= 2^12 for every x ≠ 1, so the
 //   result over- or underflows either way, and the split cannot overflow);
-//   exp(p + p_lo) = exp.hpp's reduction of p (p = k ln2 + r + r_lo), r + r_lo + p_lo summed
-//   again into r + r_lo (two_sum: |r_lo| <= ulp(r)/2 as exp assumes), the rest as exp:
-//   e^(r + r_lo) = 1 + r + r² q(r) + r_lo (1 + r), then 2^k.
-// Error: |y ln|x|| <= 745 where the result is finite and nonzero, so the core's 2^-67 relative
-// error is an absolute error ≲ 2^-57.5 in the exponent, ≲ 0.06 ulp of the result; y lo rounds
+//   exp(p + p_lo): exp.hpp's reduction of p alone (p = k ln2 + r + r_lo), δ = r_lo + p_lo
+//   (|δ| ≲ 2^-41), e^(r + δ) = 1 + r + r² q(r) + δ e^r with δ e^r by its Taylor series to
+//   r⁵/5! (truncation < 2^-60), computed beside q, then 2^k. For |p| <= 1400 the scaling
+//   overflows to +inf and underflows to +0 by itself; every special case (and |p| > 1400) is
+//   a value chosen by masks beside the main path and merged by one select at the end, with the
+//   sign (x < 0, odd y) as an xor of the sign bit: the dependency chain is the log core, one
+//   product, exp's.
+// Error: |y ln|x|| <= 745 where the result is finite and nonzero, so the core's 2^-68 relative
+// error is an absolute error ≲ 2^-58.5 in the exponent, ≲ 0.03 ulp of the result; y lo rounds
 // at 2^-106 of p. The rest is exp's 0.63 ulp. Measured (tests/cpp/test_elementary_pow.cc,
-// against powl, 2.3 million pairs): max 0.626 ulp (x in (0, 1e10], |y| <= 300, at
-// x = 0.0713468..., y = 19.8115...), 0.613 (x = 1 ± 2^-52..2^-1, |y ln x| <= 700), 0.620 (x < 0,
-// integer y), 0.608 (results near overflow), 0.756 (subnormal results, rounded twice); float
-// (through double, one rounding): 0.5 ulp + 2^-29 (0.499999 over 1 million pairs).
+// against powl, 2.3 million pairs): max 0.628 ulp (x in (0, 1e10], |y| <= 300, at
+// x = 0.48025993479560453, y = −284.94201321005653), 0.614 (x = 1 ± 2^-52..2^-1,
+// |y ln x| <= 700), 0.608 (x < 0, integer y), 0.619 (results near overflow), 0.756 (subnormal
+// results, rounded twice); float (through double, one rounding): 0.5 ulp + 2^-29 (0.499999
+// over 1 million pairs).
+// Cost (benchmarks/elementary_cost.py): latency ~50 ns per call against glibc's ~25 ns (it was
+// ~92 ns with a serial double-double log and Horner polynomials); throughput in lanes ~6 ns.
 // Sign and domain from y's bits (masks, no branches): y is an integer when its exponent is >= 52
 // or its fraction bits below the units bit are zero; odd when it is an integer below 2^53 whose
 // units bit is set (|y| >= 2^53: even).
@@ -41,20 +48,24 @@ namespace pow_detail {
 
 using log_detail::DD;
 
-// exp(p + p_lo), |p_lo| <= 2^-40 |p| or so; p clamped as in exp (NaN p is not expected).
+// exp(p + p_lo), |p_lo| <= 2^-41 or so, p not renormalised, for |p| <= 1400: there
+// k = round(p / ln2) is within [−2044, 2046], where exp_detail::scale's two powers of two are
+// normal, so overflow gives +inf and complete underflow +0 by themselves. Other p (and NaN) give
+// junk, which the caller replaces (no clamp on the result's path).
+// p = k ln2 + r + r_lo (exp.hpp's reduction) and δ = r_lo + p_lo: e^(r + δ) = e^r + δ e^r, e^r as
+// in exp (1 + r + r² q(r)), δ e^r by the Taylor series to r⁵/5! (|δ| r⁶/6! < 2^-60), which does
+// not wait for q: δ joins the tail only at the end.
 template <class V>
 SHOAL_INLINE V exp_dd(V p, V p_lo) {
-  using O = Ops<V>;
-  const typename O::Int inside = O::le(V(-746.0), p) & O::le(p, V(710.0));
-  const V pc = O::select(inside, p, O::select(O::lt(p, V(0.0)), V(-746.0), V(710.0)));
-  const exp_detail::Reduced<V> red = exp_detail::reduce(pc);
-  // p_lo (up to 2^-43) is folded into r: exp's tail takes r_lo (1 + r) for r_lo e^r, which
-  // is only good for |r_lo| <= ulp(r).
-  const DD<V> rr = log_detail::two_sum(red.r, red.r_lo + O::select(inside, p_lo, V(0.0)));
-  const V r = rr.hi, r_lo = rr.lo;
+  const exp_detail::Reduced<V> red = exp_detail::reduce(p);
+  const V r = red.r;
+  const V delta = red.r_lo + p_lo;
+  const V r2 = r * r;
+  const V de = delta * ((V(1.0) + r) + r2 * ((V(0.5) + r * V(0x1.5555555555555p-3)) +
+                                             r2 * (V(0x1.5555555555555p-5) +
+                                                   r * V(0x1.1111111111111p-7))));
   const V head = V(1.0) + r;
-  const V tail =
-      ((V(1.0) - head) + r) + ((r * r) * exp_detail::taylor_tail(r) + r_lo * (V(1.0) + r));
+  const V tail = ((V(1.0) - head) + r) + (r2 * exp_detail::taylor_tail(r) + de);
   return exp_detail::scale(head + tail, red.k);
 }
 
@@ -94,29 +105,37 @@ SHOAL_INLINE V pow_double(V x, V y) {
   const V ay = O::from_bits(O::bits(y) & 0x7fffffffffffffffLL);
   const V inf = O::from_bits(log_detail::splat(bx, 0x7ff0000000000000LL));
   const V nan = O::from_bits(log_detail::splat(bx, 0x7ff8000000000000LL));
-  // The general case on a sanitised |x| and a clamped y.
-  const I regular = log_detail::positive_finite(ax);
-  const DD<V> l = log_detail::log_dd(O::select(regular, ax, V(1.0)));
+  // The general case on |x| (junk where |x| is 0, inf or NaN: replaced below) and a clamped y.
+  const DD<V> l = log_detail::log_dd(ax);
   const V yc = O::select(O::le(ay, V(0x1p65)), y, O::select(O::lt(y, V(0.0)), V(-0x1p65), V(0x1p65)));
-  const DD<V> p0 = log_detail::two_prod(yc, l.hi);
-  const DD<V> p = log_detail::fast_two_sum(p0.hi, p0.lo + yc * l.lo);
-  V r = exp_dd(p.hi, p.lo);
-  // |x| = 0 or inf, or y = ±inf: +inf where |x| > 1 and y > 0 or |x| < 1 and y < 0, else +0.
-  const I extreme = ~regular | O::eq(ay, inf);
-  const I grows = ~(O::lt(V(1.0), ax) ^ O::lt(V(0.0), y));
-  r = O::select(extreme, O::select(grows, inf, V(0.0)), r);
-  // |x| = 1 and y = ±inf: 1.
-  r = O::select(O::eq(ax, V(1.0)) & O::eq(ay, inf), V(1.0), r);
-  // x negative (−0 and −inf included): the sign from y's parity, NaN for finite x and finite
-  // non-integer y.
+  // y ln|x| = p + p_lo: y l_hi by Dekker's product, y l_lo rounded; exp starts from p alone.
+  const DD<V> p = log_detail::two_prod(yc, l.hi);
+  const V r = exp_dd(p.hi, p.lo + yc * l.lo);
+  // Every other case is a value chosen by masks beside that path, and one select at the end.
+  const I regular = log_detail::positive_finite(ax);
+  const I finite_y = O::lt(ay, inf);
+  const I in_range = O::le(V(-1400.0), p.hi) & O::le(p.hi, V(1400.0));
   const Parity<V> py = parity(y);
-  const I negative = O::ilt(bx, log_detail::splat(bx, 0));
-  r = O::select(negative & py.odd, -r, r);
-  r = O::select(O::lt(x, V(0.0)) & O::le(V(-0x1.fffffffffffffp1023), x) &
-                    O::lt(ay, inf) & ~py.integer,
-                nan, r);
-  r = O::select(O::eq(x, x) & O::eq(y, y), r, x + y);
-  return O::select(O::eq(y, V(0.0)) | O::eq(x, V(1.0)), V(1.0), r);
+  // x < 0 (−0 and −inf included) and y an odd integer: the result's sign bit set.
+  const I sign = O::ilt(bx, log_detail::splat(bx, 0)) & py.odd &
+                 log_detail::splat(bx, int64_t(0x8000000000000000ULL));
+  // Finite x < 0 and finite non-integer y: NaN.
+  const I domain = O::lt(x, V(0.0)) & O::le(V(-0x1.fffffffffffffp1023), x) & finite_y & ~py.integer;
+  const I one = O::eq(y, V(0.0)) | O::eq(x, V(1.0));
+  const I unordered = ~(O::eq(x, x) & O::eq(y, y));
+  const I general = regular & finite_y & in_range & ~domain & ~one;
+  // |x| = 0 or inf, or y = ±inf: +inf where |x| > 1 and y > 0 or |x| < 1 and y < 0, else +0;
+  // |y ln|x|| > 1400: +inf or +0 by the sign of y ln|x|; |x| = 1 and y = ±inf: 1.
+  const I extreme = ~regular | ~finite_y;
+  const I grows = ~(O::lt(V(1.0), ax) ^ O::lt(V(0.0), y));
+  V other = O::select(extreme, O::select(grows, inf, V(0.0)),
+                      O::select(O::lt(V(0.0), p.hi), inf, V(0.0)));
+  other = O::select(O::eq(ax, V(1.0)) & O::eq(ay, inf), V(1.0), other);
+  other = O::from_bits(O::bits(other) ^ sign);
+  other = O::select(domain, nan, other);
+  other = O::select(unordered, x + y, other);
+  other = O::select(one, V(1.0), other);
+  return O::select(general, O::from_bits(O::bits(r) ^ sign), other);
 }
 
 }  // namespace pow_detail

@@ -5,11 +5,13 @@
 //   |x| < 2^20 (Cody–Waite): π/2 = C1 + C2 + C3 + C4, C1..C3 with at most 33 significant bits
 //   (so k Ci is exact for |k| < 2^20) and C4 a full double: the four parts give π/2 to 2^-160
 //   (relative), so k (C1 + .. + C4) is off from k π/2 by < 2^-140. x − k C1 is exact
-//   (Sterbenz: x and k C1 are within a factor 2 for k ≠ 0); subtracting k C2 and k C3 is done
-//   with TwoSum (their errors kept), k C4 is rounded (error < 2^-53 |k C4| < 2^-130), and the
-//   pieces are summed into r + r_lo. The smallest |r| any double reaches is 2^-61 (the
-//   classical worst case of the reduction, over the whole double range), so r + r_lo carries
-//   r to a relative 2^-69 or better: the reduction costs nothing measurable.
+//   (Sterbenz: x and k C1 are within a factor 2 for k ≠ 0); k C2, k C3 are exact, k C4 is
+//   rounded (error < 2^-53 |k C4| < 2^-130), and the rest rounded into r = ((x − k C1) − k C2) − k C3 − k C4 (four subtractions after k: the
+//   kernels start from r alone) while the rounding errors of the last three are found beside
+//   them and summed into r_lo (|r_lo| < 2^-40 |r|), which the kernels need only later. The
+//   smallest |r| any double reaches is 2^-61 (the classical worst case of the reduction, over
+//   the whole double range), so r + r_lo carries r to a relative 2^-69 or better: the
+//   reduction costs nothing measurable.
 //   |x| >= 2^20 (rare, per lane through the scalar code): Payne–Hanek in integers. x = m 2^e
 //   (m < 2^53); the bits of 2/π from position e − 1 on (the earlier ones only add multiples of
 //   4 to x 2/π) are taken 192 at a time from a table (computed with mpmath), m times those 192
@@ -21,24 +23,32 @@
 // Kernels on |r| <= π/4 (z = r²):
 //   sin r = r + t + lo: t = −r³/6 with r³ formed as a double-double (r² and r r² by Dekker's
 //     exact product) and divided by −6 once (t's error 2^-54 |t| <= 0.06 ulp); lo = the
-//     remaining series r⁵ S(z) + r_lo (1 − z/2), S the Taylor series of (sin r − r + r³/6)/r⁵
-//     to r^19/19!: truncation < r^21/21! < 2^-72 |r|; |lo| <= 0.003 |r|, so its roundings are
-//     negligible. r + t + lo is summed by Fast2Sum into a normalised double-double; its head,
-//     rounded once, is the result.
+//     remaining series r⁵ S(z) + r_lo (1 − z/2 + z²/24), S the Taylor series of
+//     (sin r − r + r³/6)/r⁵ to r^19/19!: truncation < r^21/21! < 2^-72 |r|; |lo| <= 0.003 |r|,
+//     so its roundings are negligible. h = r + t with its error kept exactly (Fast2Sum), and
+//     h + ((r − h) + t + lo) rounded once is the result.
 //   cos r = w + tail: w = 1 − z/2 with its rounding error kept exactly (Fast2Sum), r² formed
 //     exactly (Veltkamp/Dekker, no FMA) so that z's rounding error joins the tail; tail adds
-//     z² C(z) − r r_lo, C the Taylor series of (cos r − 1 + r²/2)/r⁴ to r^20/20! (truncation
-//     < 2^-79). One final rounding; the tail's error is < 0.05 ulp.
+//     z² C(z) − r (1 − z/6) r_lo, C the Taylor series of (cos r − 1 + r²/2)/r⁴ to r^20/20!
+//     (truncation < 2^-79). One final rounding; the tail's error is < 0.05 ulp.
+//   S and C are summed by Estrin's scheme (3 and 4 multiply-add levels deep instead of 8 and
+//   9; C's leading 1/24 added last, rounded near it once as in Horner's scheme). The r_lo
+//   terms keep the second order of sin(r + r_lo), cos(r + r_lo) in r_lo's factor (z²/24,
+//   −z/6): r_lo is up to ~1.5 ulp of r, and without them cos lost 0.1 ulp there.
 //   Error: 0.5 ulp (the final rounding) + < 0.08 ulp (the tails): < 0.58 ulp.
 //   Quadrant q = k mod 4 (cos: k + 1): q odd takes cos r, q = 2, 3 flip the sign (exactly).
-//   tan: (sin r + its tail) / (cos r + its tail), q odd −(cos r)/(sin r), divided as double-
-//     doubles (quotient, exact remainder by Dekker's product, one correction step): the
-//     operands' relative errors (< 0.08 ulp each) and the step's roundings add < 0.15 ulp to
-//     the final rounding.
+//   tan: (sin r + its tail) / (cos r + its tail), q odd −(cos r)/(sin r), normalised by
+//     Fast2Sum and divided as double-doubles (quotient q0, exact remainder by Dekker's
+//     product, one correction step times 1/denominator, computed beside q0): the operands'
+//     relative errors (< 0.08 ulp each) and the step's roundings add < 0.15 ulp to the final
+//     rounding.
 // Measured (tests/cpp/test_elementary_trig.cc, against sinl/cosl/tanl, millions of points over
-// |x| <= π/4, |x| < 2^20, huge |x| and next to multiples of π/2): sin max 0.579 ulp, cos
-// 0.581 ulp, tan 0.648 ulp (the worst over a few runs of the test's draws, |x| up to 2^1024); float (computed in double, rounded once):
-// 0.5 ulp + 2^-29 (every 1021st float32 swept).
+// |x| <= π/4, |x| < 2^20, huge |x| and next to multiples of π/2; and 3 M more points each over
+// |x| <= π/4, 1e5, 1e10): sin max 0.554 ulp, cos 0.561 ulp (|x| near 0.74), tan 0.624 ulp;
+// float (computed in double, rounded once): 0.5 ulp + 2^-29 (every 1021st float32 swept).
+// Cost (benchmarks/elementary_cost.py): latency sin/cos ~26 ns, tan ~38 ns per call (glibc
+// ~19-21 ns; 37 and 98 ns with Horner's scheme, the four-part Cody–Waite sum and tan's second
+// division on the path); throughput in lanes ~2.2 ns (sin, cos), 3.2 ns (tan) per double.
 // Special values (C99 F.10.1.5-7): sin(±0) = ±0, tan(±0) = ±0, cos(±0) = 1, sin/cos/tan(±inf)
 // = NaN, NaN -> NaN; sin x = tan x = x for |x| < 2^-27 (correctly rounded there).
 #pragma once
@@ -93,15 +103,22 @@ struct Reduced {
 };
 
 // Cody–Waite for |x| < 2^20 (garbage, never NaN-trapping, elsewhere; replaced by the caller).
+// The heads are subtracted one after the other (r is ready after four subtractions) and their
+// rounding errors, found beside them (TwoSum, and Fast2Sum for k C4, tiny against s2), are
+// summed into r_lo, which the kernels need only later.
 template <class V>
 SHOAL_INLINE Reduced<V> reduce_medium(V x) {
   const Rounded<V> k = round_to_integer(x * V(kTwoOverPi));
+  const V p2 = k.value * V(kC2), p3 = k.value * V(kC3), p4 = k.value * V(kC4);
   const V a = x - k.value * V(kC1);  // exact
-  const DD<V> s1 = two_sum(a, -(k.value * V(kC2)));
-  const DD<V> s2 = two_sum(s1.hi, -(k.value * V(kC3)));
-  const V tail = (s1.lo + s2.lo) - k.value * V(kC4);
-  const V r = s2.hi + tail;
-  return {r, (s2.hi - r) + tail, k.integer};
+  const V s1 = a - p2;
+  const V s2 = s1 - p3;
+  const V r = s2 - p4;
+  const V b1 = s1 - a, b2 = s2 - s1;
+  const V e1 = (a - (s1 - b1)) - (p2 + b1);  // TwoSum: a − p2 = s1 + e1
+  const V e2 = (s1 - (s2 - b2)) - (p3 + b2);  // s1 − p3 = s2 + e2
+  const V e3 = (s2 - r) - p4;                 // s2 − p4 = r + e3 (|p4| < 2^-82 <= |s2|)
+  return {r, (e1 + e2) + e3, k.integer};
 }
 
 // Leading zeros of a nonzero 64-bit word.
@@ -211,47 +228,45 @@ SHOAL_INLINE Reduced<double> reduce_huge(double x) {
   return {r, r_lo, k};
 }
 
-// sin r = hi + lo (hi + lo normalised: |lo| <= ulp(hi)); sq = r² exactly.
+// sin r = hi + lo with |lo| <= 0.003 |hi| (not normalised: the caller rounds hi + lo once, or
+// normalises it); sq = r² exactly. S by Estrin's scheme (3 multiply-add levels, not 8).
 template <class V>
 SHOAL_INLINE DD<V> sin_kernel(V r, V r_lo, const DD<V>& sq) {
   const V z = sq.hi;
-  V s = V(-0x1.2f49b46814157p-57);
-  s = s * z + V(0x1.952c77030ad4ap-49);
-  s = s * z + V(-0x1.ae7f3e733b81fp-41);
-  s = s * z + V(0x1.6124613a86d09p-33);
-  s = s * z + V(-0x1.ae64567f544e4p-26);
-  s = s * z + V(0x1.71de3a556c734p-19);
-  s = s * z + V(-0x1.a01a01a01a01ap-13);
-  s = s * z + V(0x1.1111111111111p-7);  // (sin r − r + r³/6)/r⁵
-  // r³ = c.hi + c.lo + r sq.lo exactly enough; −r³/6 by one division (rounded once).
+  const V z2 = z * z, z4 = z2 * z2;
+  const V p01 = V(0x1.1111111111111p-7) + V(-0x1.a01a01a01a01ap-13) * z;
+  const V p23 = V(0x1.71de3a556c734p-19) + V(-0x1.ae64567f544e4p-26) * z;
+  const V p45 = V(0x1.6124613a86d09p-33) + V(-0x1.ae7f3e733b81fp-41) * z;
+  const V p67 = V(0x1.952c77030ad4ap-49) + V(-0x1.2f49b46814157p-57) * z;
+  const V s = (p01 + z2 * p23) + z4 * (p45 + z2 * p67);  // (sin r − r + r³/6)/r⁵
+  // r³ = c.hi + c.lo + r sq.lo exactly enough; −r³/6: the head by one division (rounded once),
+  // the low parts (2^-52 of it) times −1/6 rounded.
   const DD<V> c = two_prod(r, z);
   const V t = c.hi / V(-6.0);
-  const V lo = (c.lo + r * sq.lo) / V(-6.0) + ((c.hi * z) * s + r_lo * (V(1.0) - V(0.5) * z));
+  const V lo = (c.lo + r * sq.lo) * V(-0x1.5555555555555p-3) +
+               ((c.hi * z) * s + r_lo * ((V(1.0) - V(0.5) * z) + z2 * V(0x1.5555555555555p-5)));
   const V h = r + t;
-  const V l = ((r - h) + t) + lo;  // Fast2Sum: |t| < |r|
-  const V h2 = h + l;
-  return {h2, (h - h2) + l};
+  return {h, ((r - h) + t) + lo};  // Fast2Sum: |t| < |r|
 }
 
-// cos r = hi + lo, normalised; sq = r² exactly.
+// cos r = hi + lo, |lo| small against hi (not normalised); sq = r² exactly. C by Estrin's
+// scheme (4 levels, not 9).
 template <class V>
 SHOAL_INLINE DD<V> cos_kernel(V r, V r_lo, const DD<V>& sq) {
   const V z = sq.hi;
   const V hz = V(0.5) * z;
   const V w = V(1.0) - hz;
   const V tail = (V(1.0) - w) - hz;  // exact (Fast2Sum, hz <= 0.31)
-  V c = V(0x1.e542ba4020225p-62);
-  c = c * z + V(-0x1.6827863b97d97p-53);
-  c = c * z + V(0x1.ae7f3e733b81fp-45);
-  c = c * z + V(-0x1.93974a8c07c9dp-37);
-  c = c * z + V(0x1.1eed8eff8d898p-29);
-  c = c * z + V(-0x1.27e4fb7789f5cp-22);
-  c = c * z + V(0x1.a01a01a01a01ap-16);
-  c = c * z + V(-0x1.6c16c16c16c17p-10);
-  c = c * z + V(0x1.5555555555555p-5);
-  const V lo = tail + ((z * z) * c - (V(0.5) * sq.lo + r * r_lo));
-  const V h = w + lo;
-  return {h, (w - h) + lo};
+  const V z2 = z * z, z4 = z2 * z2;
+  // 1/24 added last (rounded near it once, as in Horner's scheme), the rest by Estrin.
+  const V p12 = V(-0x1.6c16c16c16c17p-10) + V(0x1.a01a01a01a01ap-16) * z;
+  const V p34 = V(-0x1.27e4fb7789f5cp-22) + V(0x1.1eed8eff8d898p-29) * z;
+  const V p56 = V(-0x1.93974a8c07c9dp-37) + V(0x1.ae7f3e733b81fp-45) * z;
+  const V p78 = V(-0x1.6827863b97d97p-53) + V(0x1.e542ba4020225p-62) * z;
+  const V p18 = (p12 + z2 * p34) + z4 * (p56 + z2 * p78);
+  const V c = V(0x1.5555555555555p-5) + z * p18;  // (cos r − 1 + r²/2)/r⁴
+  const V lo = tail + (z2 * c - (V(0.5) * sq.lo + (r * (V(1.0) - z * V(0x1.5555555555555p-3))) * r_lo));
+  return {w, lo};
 }
 
 // The sign bit where bit 1 of q is set.
@@ -271,15 +286,21 @@ SHOAL_INLINE V kernel(const Reduced<V>& red, int which) {
   const Int q = red.k + int64_t(which == 1 ? 1 : 0);
   const Int odd = -(q & 1);  // a mask: all bits where q is odd
   if (which == 2) {
-    // tan: s/c, or −c/s in odd quadrants, as double-doubles.
-    const V nh = O::select(odd, c.hi, s.hi), nl = O::select(odd, c.lo, s.lo);
-    const V dh = O::select(odd, s.hi, c.hi), dl = O::select(odd, s.lo, c.lo);
+    // tan: s/c, or −c/s in odd quadrants, as double-doubles (normalised by Fast2Sum): the
+    // quotient q0, the exact remainder (Dekker's product), one correction step by 1/dh
+    // (computed beside q0; the correction is ~1 ulp, so 1/dh's rounding is negligible).
+    const V nh0 = O::select(odd, c.hi, s.hi), nl0 = O::select(odd, c.lo, s.lo);
+    const V dh0 = O::select(odd, s.hi, c.hi), dl0 = O::select(odd, s.lo, c.lo);
+    const V nh = nh0 + nl0, nl = (nh0 - nh) + nl0;
+    const V dh = dh0 + dl0, dl = (dh0 - dh) + dl0;
     const V q0 = nh / dh;
+    const V inv = V(1.0) / dh;
     const DD<V> p = two_prod(q0, dh);
-    const V rem = (((nh - p.hi) - p.lo) + nl) - q0 * dl;
-    const V t = q0 + rem / dh;
+    const V rem = ((nh - p.hi) + (nl - q0 * dl)) - p.lo;  // nh − p.hi exact (Sterbenz)
+    const V t = q0 + rem * inv;
     return O::from_bits(O::bits(t) ^ (odd & ~kAbsMask));
   }
+  // hi + lo rounded once: the result, correctly signed.
   const V y = O::select(odd, c.hi, s.hi) + O::select(odd, c.lo, s.lo);
   return O::from_bits(O::bits(y) ^ sign_of_quadrant<V>(q));
 }
@@ -290,10 +311,11 @@ template <class V>
 SHOAL_INLINE V trig_double(V x, int which) {
   using O = Ops<V>;
   const V ax = O::from_bits(O::bits(x) & kAbsMask);
-  V y = kernel(reduce_medium(x), which);
-  if (which != 1) y = O::select(O::lt(ax, V(0x1p-27)), x, y);
   const typename O::Int finite = O::eq(x - x, V(0.0));
-  y = O::select(finite, y, x - x);
+  // Tiny x (sin x = tan x = x) and inf/NaN (NaN) merged by one select after the kernel.
+  const typename O::Int tiny = O::lt(ax, V(which != 1 ? 0x1p-27 : 0.0));  // cos: never
+  const V other = O::select(tiny, x, x - x);
+  V y = O::select(finite & ~tiny, kernel(reduce_medium(x), which), other);
   const typename O::Int big = finite & O::le(V(0x1p20), ax);
   if (O::any(big)) {
     const V slow = which == 0   ? O::per_lane(x, [](double s) { return huge(s, 0); })

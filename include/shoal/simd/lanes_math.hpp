@@ -204,10 +204,49 @@ IntLanes<int64_t, Q, W> search_sorted_near(const E* table, int64_t n, const Lane
 }
 
 // ---- elementary functions: shoal's own, the scalar routines' bits -------------------------------
-#define SHOAL_LANES_UNARY(name)                          \
-  template <class T, int W>                              \
-  Lanes<T, W> name(const Lanes<T, W>& x) {               \
-    return elementary::name(x);                          \
+// The routines compute in double (float through elementary::Wide): lanes wider than a register
+// of doubles (16 float lanes are a 1 024-bit double vector, which g++ lowers poorly) run as
+// register-wide halves, lane for lane the same operations.
+template <class T, int W, class F>
+Lanes<T, W> by_register(const Lanes<T, W>& x, F f) {
+  if constexpr (W > 2 && W * 8 > native_vector_bytes()) {
+    Lanes<T, W / 2> lo, hi;
+    __builtin_memcpy(&lo.v, &x.v, sizeof lo.v);
+    __builtin_memcpy(&hi.v, reinterpret_cast<const char*>(&x.v) + sizeof lo.v, sizeof hi.v);
+    lo = by_register(lo, f);
+    hi = by_register(hi, f);
+    Lanes<T, W> r;
+    __builtin_memcpy(&r.v, &lo.v, sizeof lo.v);
+    __builtin_memcpy(reinterpret_cast<char*>(&r.v) + sizeof lo.v, &hi.v, sizeof hi.v);
+    return r;
+  } else {
+    return f(x);
+  }
+}
+template <class T, int W, class F>
+Lanes<T, W> by_register(const Lanes<T, W>& x, const Lanes<T, W>& y, F f) {
+  if constexpr (W > 2 && W * 8 > native_vector_bytes()) {
+    Lanes<T, W / 2> xl, xh, yl, yh;
+    const char* xb = reinterpret_cast<const char*>(&x.v);
+    const char* yb = reinterpret_cast<const char*>(&y.v);
+    __builtin_memcpy(&xl.v, xb, sizeof xl.v);
+    __builtin_memcpy(&xh.v, xb + sizeof xl.v, sizeof xh.v);
+    __builtin_memcpy(&yl.v, yb, sizeof yl.v);
+    __builtin_memcpy(&yh.v, yb + sizeof yl.v, sizeof yh.v);
+    const Lanes<T, W / 2> lo = by_register(xl, yl, f), hi = by_register(xh, yh, f);
+    Lanes<T, W> r;
+    __builtin_memcpy(&r.v, &lo.v, sizeof lo.v);
+    __builtin_memcpy(reinterpret_cast<char*>(&r.v) + sizeof lo.v, &hi.v, sizeof hi.v);
+    return r;
+  } else {
+    return f(x, y);
+  }
+}
+
+#define SHOAL_LANES_UNARY(name)                                                        \
+  template <class T, int W>                                                            \
+  Lanes<T, W> name(const Lanes<T, W>& x) {                                             \
+    return by_register(x, [](const auto& v) { return elementary::name(v); });          \
   }
 SHOAL_LANES_UNARY(exp)
 SHOAL_LANES_UNARY(exp2)
@@ -224,14 +263,16 @@ SHOAL_LANES_UNARY(sinh)
 SHOAL_LANES_UNARY(cosh)
 SHOAL_LANES_UNARY(tanh)
 SHOAL_LANES_UNARY(cbrt)
+SHOAL_LANES_UNARY(erf)
+SHOAL_LANES_UNARY(erfc)
 #undef SHOAL_LANES_UNARY
 template <class T, int W>
 Lanes<T, W> pow(const Lanes<T, W>& x, const Lanes<T, W>& y) {
-  return elementary::pow(x, y);
+  return by_register(x, y, [](const auto& a, const auto& b) { return elementary::pow(a, b); });
 }
 template <class T, int W>
 Lanes<T, W> atan2(const Lanes<T, W>& y, const Lanes<T, W>& x) {
-  return elementary::atan2(y, x);
+  return by_register(y, x, [](const auto& a, const auto& b) { return elementary::atan2(a, b); });
 }
 
 }  // namespace simd

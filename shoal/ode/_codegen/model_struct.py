@@ -183,7 +183,7 @@ def generate(f, n_vars: int, params: int | ParamLayout, dtype,
 LANE_FUNCTIONS = frozenset({
     "integer_pow", "select", "max", "min", "clamp", "abs", "fabs", "sign", "square", "sqrt",
     "rsqrt", "logistic", "exp", "exp2", "expm1", "log", "log1p", "sin", "cos", "tan", "atan",
-    "asin", "acos", "atan2", "pow", "sinh", "cosh", "tanh", "cbrt",
+    "asin", "acos", "atan2", "pow", "sinh", "cosh", "tanh", "cbrt", "erf", "erfc",
     # exact roundings (a uniform grid's index: floor((t - t0) / h))
     "floor", "ceil", "trunc", "round_even", "round_away",
 })
