@@ -44,7 +44,7 @@ struct IsLaneInt {
 };
 
 // A model's right-hand side evaluated one lane at a time, for the models whose statements are not
-// plain arithmetic (comparisons, table look-ups, loops, libm functions): each lane then runs
+// what the lanes compute (while loops, searches in run-time tables, libm functions): each lane runs
 // exactly the scalar statements. Defined in simd/lanes.hpp; generated models call it from the
 // lanes branch of their rhs (shoal/ode/_codegen/model_struct.py).
 template <class Model, class V>

@@ -14,8 +14,9 @@
 // take, so a generated model's `where`, max and min run in the lanes with the scalar's choices;
 // never bool, and no implicit conversion back to T. Functions beyond arithmetic (exp, log, pow,
 // ...) are shoal's own (elementary/), written once for scalars and lanes, so a lane computes
-// the scalar's bits (simd/lanes_math.hpp); a model calling anything else runs one lane at a time
-// through the scalar code (rhs_per_lane).
+// the scalar's bits (simd/lanes_math.hpp). A model's integers (table indices) are IntLanes below,
+// with the same lane count, whose comparisons are the floats' LaneMask; a model calling anything
+// else runs one lane at a time through the scalar code (rhs_per_lane).
 #pragma once
 
 #ifndef SHOAL_DEVICE_COMPILE
