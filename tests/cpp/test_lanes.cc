@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "shoal/ode/host_ensemble.hpp"
@@ -274,6 +275,49 @@ TEST(Lanes, CppApiSolveEnsembleLanes) {
   shoal::ode::solve_ensemble_lanes<Rodas64, Robertson, double>(e.args, 2, 3);
   EXPECT_TRUE(same_bits(ys, e.ys));
   EXPECT_EQ(st, e.status);
+}
+
+// searchsorted in the lanes (simd/lanes_math.hpp: the binary search stepping all lanes together,
+// the near search's guess and four reads) against the scalar searches, lane by lane: grids of
+// 0 to 1000 entries with a duplicate, queries inside, outside, on entries, NaN, ±inf, ±0.
+template <class Q, int W>
+void check_lane_searches() {
+  std::mt19937_64 rng(1);
+  std::uniform_real_distribution<double> u(-1.5, 1.5);
+  for (int n : {0, 1, 2, 3, 16, 17, 40, 1000}) {
+    std::vector<double> tab(n + 1);
+    for (int i = 0; i < n; ++i) tab[i] = -1.0 + 2.0 * i / (n > 1 ? n - 1 : 1);
+    if (n == 3) tab[1] = tab[0];
+    const double x0 = n ? tab[0] : 0, inv_h = n > 1 ? (n - 1) / 2.0 : 1.0;
+    for (int trial = 0; trial < 2000; ++trial) {
+      Lanes<Q, W> x;
+      for (int l = 0; l < W; ++l) {
+        double v = u(rng);
+        const int r = static_cast<int>(rng() % 10);
+        if (r == 0 && n) v = tab[rng() % n];
+        if (r == 1) v = std::numeric_limits<double>::quiet_NaN();
+        if (r == 2) v = (rng() % 2 ? 1 : -1) * std::numeric_limits<double>::infinity();
+        if (r == 3) v = rng() % 2 ? 0.0 : -0.0;
+        x.v[l] = static_cast<Q>(v);
+      }
+      for (bool right : {false, true}) {
+        const Lanes<double, W> at = (shoal::simd::to_double(x) - x0) * inv_h;
+        const auto a = shoal::simd::search_sorted(tab.data(), n, x, right);
+        const auto b = shoal::simd::search_sorted_near(tab.data(), n, x, right, at);
+        for (int l = 0; l < W; ++l) {
+          ASSERT_EQ(a[l], shoal::math::search_sorted(tab.data(), n, x[l], right));
+          ASSERT_EQ(b[l], shoal::math::search_sorted_near(tab.data(), n, x[l], right, at[l]));
+        }
+      }
+    }
+  }
+}
+
+TEST(Lanes, SearchSortedIsTheScalarsCount) {
+  check_lane_searches<double, 8>();
+  check_lane_searches<double, 4>();
+  check_lane_searches<float, 16>();
+  check_lane_searches<float, 4>();
 }
 
 }  // namespace

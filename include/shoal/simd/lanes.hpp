@@ -75,7 +75,7 @@ struct Lanes {
   // An integer per lane, converted as T(i) converts it (round to nearest).
   template <class I, class S>
   explicit Lanes(const IntLanes<I, S, W>& o) : v(__builtin_convertvector(o.v, Vec)) {}
-  static Lanes of(Vec x) {
+  static Lanes of(const Vec& x) {
     Lanes r;
     r.v = x;
     return r;
@@ -174,7 +174,7 @@ struct IntLanes {
   explicit IntLanes(const Lanes<F, W>& x) : v(__builtin_convertvector(x.v, Vec)) {}
   // A mask as an integer: 1 where set (a bool converted to I).
   explicit IntLanes(const Mask& m) : v(__builtin_convertvector(m.m, Vec) & static_cast<I>(1)) {}
-  static IntLanes of(Vec x) {
+  static IntLanes of(const Vec& x) {
     IntLanes r;
     r.v = x;
     return r;
@@ -192,7 +192,7 @@ struct IntLanes {
   friend IntLanes operator&(const IntLanes& a, const IntLanes& b) { return of(a.v & b.v); }
   friend IntLanes operator|(const IntLanes& a, const IntLanes& b) { return of(a.v | b.v); }
   friend IntLanes operator^(const IntLanes& a, const IntLanes& b) { return of(a.v ^ b.v); }
-  static Mask mask(decltype(Vec{} < Vec{}) m) {
+  static Mask mask(const decltype(Vec{} < Vec{})& m) {
     return {__builtin_convertvector(m, typename Mask::Bits)};
   }
   friend Mask operator<(const IntLanes& a, const IntLanes& b) { return mask(a.v < b.v); }

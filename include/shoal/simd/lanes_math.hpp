@@ -178,28 +178,85 @@ R gather(const E* array, const IntLanes<I, S, W>& i) {
     return r;
   }
 }
-// jnp.searchsorted per lane: the scalar search's count in every lane.
+// jnp.searchsorted in the lanes: in every lane the scalar search's count (math.hpp), found by the
+// same steps. Whether table[i] counts as below x (math::search_sorted's test, lax's total
+// order), lane by lane; i must be a valid index in every lane.
+template <class E, class Q, int W>
+LaneMask<Q, W> below_in_table(const E* table, const IntLanes<int64_t, Q, W>& i,
+                              const Lanes<Q, W>& x, bool right) {
+  Lanes<Q, W> v;
+  for (int l = 0; l < W; ++l) v.v[l] = static_cast<Q>(table[i.v[l]]);
+  // lt_total(a, b) = a == a && (b != b || a < b)
+  if (right) return !(x == x && (v != v || x < v));
+  return v == v && (x != x || v < x);
+}
+// The binary search of math::search_sorted, every lane stepping together: a lane whose interval
+// is empty keeps it (its reads are at a clamped index and unused), so each lane takes the
+// scalar's steps and ends where the scalar ends.
 template <class E, class Q, int W>
 IntLanes<int64_t, Q, W> search_sorted(const E* table, int64_t n, const Lanes<Q, W>& x,
                                       bool right) {
-  IntLanes<int64_t, Q, W> r;
-  for (int l = 0; l < W; ++l) r.v[l] = math::search_sorted(table, n, x.v[l], right);
-  return r;
+  using IL = IntLanes<int64_t, Q, W>;
+  IL lo(0), hi(n);
+  const IL last(n > 0 ? n - 1 : 0);
+  for (;;) {
+    const LaneMask<Q, W> active = lo < hi;
+    if (!simd::any(active.m)) break;
+    const IL mid = lo + IL::of((hi.v - lo.v) / 2);
+    const LaneMask<Q, W> below = below_in_table(table, pick(mid > last, last, mid), x, right);
+    lo = pick(active && below, mid + IL(1), lo);
+    hi = pick(active && !below, mid, hi);
+  }
+  return lo;
 }
+// math::search_sorted_near in the lanes: the guess g from the position, then the first k of
+// g − 1, g, g + 1 (within [0, n]) that the table confirms, from four reads per lane; a lane none
+// confirms (a NaN query or position) takes the scalar binary search, as the scalar does.
+template <class E, class Q, int W>
+IntLanes<int64_t, Q, W> search_sorted_near(const E* table, int64_t n, const Lanes<Q, W>& x,
+                                           bool right, const Lanes<double, W>& position) {
+  using IL = IntLanes<int64_t, Q, W>;
+  using D = Lanes<double, W>;
+  using M = LaneMask<Q, W>;
+  const auto as_q = [](const LaneMask<double, W>& m) {
+    return M{__builtin_convertvector(m.m, typename M::Bits)};
+  };
+  if (n <= 0) return IL(0);
+  // g = n at or past the end, ceil(position) inside, 0 before (and for a NaN position).
+  const LaneMask<double, W> end = position >= D(static_cast<double>(n));
+  const LaneMask<double, W> inside = !end && position > D(0.0);
+  const D within = select(inside, position, D(0.0));
+  IL g = IL::of(__builtin_convertvector(within.v, typename IL::Vec));  // truncation
+  g = pick(as_q(D(g) < within), g + IL(1), g);
+  g = pick(as_q(end), IL(n), pick(as_q(inside), g, IL(0)));
+  const IL first = pick(g > IL(0), g - IL(1), IL(0));
+  const IL top = pick(g + IL(1) < IL(n), g + IL(1), IL(n));  // the last candidate
+  // below[j]: whether entry first − 1 + j is below x (read at an index clamped into the table).
+  M below[4];
+  for (int j = 0; j < 4; ++j) {
+    const IL at = first + IL(j - 1);
+    below[j] = below_in_table(table, clamp(IL(0), at, IL(n - 1)), x, right);
+  }
+  IL result(0);
+  M found = as_mask<Q, W>(false);
+  for (int c = 2; c >= 0; --c) {  // the smallest confirmed candidate wins
+    const IL k = first + IL(c);
+    const M ok = k <= top && (k == IL(0) || below[c]) && (k == IL(n) || !below[c + 1]);
+    result = pick(ok, k, result);
+    found = found || ok;
+  }
+  if (!simd::any((!found).m)) return result;
+  for (int l = 0; l < W; ++l) {
+    if (!found.m[l]) result.v[l] = math::search_sorted(table, n, x.v[l], right);
+  }
+  return result;
+}
+// An integer query (a search in an integer table): the scalar search lane by lane.
 template <class E, class I, class S, int W>
 IntLanes<int64_t, S, W> search_sorted(const E* table, int64_t n, const IntLanes<I, S, W>& x,
                                       bool right) {
   IntLanes<int64_t, S, W> r;
   for (int l = 0; l < W; ++l) r.v[l] = math::search_sorted(table, n, x.v[l], right);
-  return r;
-}
-template <class E, class Q, int W>
-IntLanes<int64_t, Q, W> search_sorted_near(const E* table, int64_t n, const Lanes<Q, W>& x,
-                                           bool right, const Lanes<double, W>& position) {
-  IntLanes<int64_t, Q, W> r;
-  for (int l = 0; l < W; ++l) {
-    r.v[l] = math::search_sorted_near(table, n, x.v[l], right, position.v[l]);
-  }
   return r;
 }
 
