@@ -29,7 +29,7 @@
 #pragma once
 
 #include "shoal/config.hpp"
-#include "shoal/elementary/expm1.hpp"
+#include "shoal/elementary/double_double.hpp"
 #include "shoal/elementary/ops.hpp"
 
 namespace shoal {
@@ -41,8 +41,6 @@ template <class V>
 SHOAL_INLINE V cbrt_double(V x) {
   using O = Ops<V>;
   using I = typename O::Int;
-  using expm1_detail::Pair;
-  using expm1_detail::splat;
   const I sign = O::bits(V(-1.0)) ^ O::bits(V(1.0));
   const V a0 = O::from_bits(O::bits(x) & ~sign);
   // Subnormals (and 0, whose result is replaced below) scaled by 2^54.
@@ -67,8 +65,8 @@ SHOAL_INLINE V cbrt_double(V x) {
   p = p * z + V(0x1.250bbcc458a27p+0);
   const V y0 = p * c;
   const V y1 = y0 + (t / (y0 * y0) - y0) * V(1.0 / 3.0);
-  const Pair<V> sq = expm1_detail::two_product(y1, y1);
-  const Pair<V> cube = expm1_detail::two_product(y1, sq.hi);
+  const DD<V> sq = two_prod(y1, y1);
+  const DD<V> cube = two_prod(y1, sq.hi);
   const V res = ((cube.hi - t) + cube.lo) + y1 * sq.lo;
   const V y = y1 - res / (V(3.0) * sq.hi);
   const V r = O::from_bits(O::bits(y * two_to<V>(q)) | (O::bits(x) & sign));

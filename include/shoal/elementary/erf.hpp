@@ -43,6 +43,7 @@
 #pragma once
 
 #include "shoal/config.hpp"
+#include "shoal/elementary/double_double.hpp"
 #include "shoal/elementary/exp.hpp"
 #include "shoal/elementary/expm1.hpp"
 #include "shoal/elementary/ops.hpp"
@@ -51,11 +52,6 @@ namespace shoal {
 namespace elementary {
 
 namespace erf_detail {
-
-using expm1_detail::fast_two_sum;
-using expm1_detail::Pair;
-using expm1_detail::two_product;
-using expm1_detail::two_sum;
 
 // The piece of [0.5, 27.5] that a lies in, as masks: a >= 1, 1.5, 2, 3, 8.
 template <class V>
@@ -85,16 +81,16 @@ SHOAL_INLINE Scaled<V> erfc_core(V a) {
   using O = Ops<V>;
   // e^(−a²) = 2^k (eh + el): a² = aa.hi + aa.lo exactly, −aa.hi reduced as in exp.hpp, −aa.lo
   // folded into the reduction's low part, e^r − 1 the double-double of expm1.hpp.
-  const Pair<V> aa = two_product(a, a);
+  const DD<V> aa = two_prod(a, a);
   const exp_detail::Reduced<V> red = exp_detail::reduce(V(0.0) - aa.hi);
-  const Pair<V> r = two_sum(red.r, red.r_lo - aa.lo);
-  const Pair<V> p = expm1_detail::expm1_reduced(r.hi, r.lo);
-  const Pair<V> e0 = fast_two_sum(V(1.0), p.hi);
+  const DD<V> r = two_sum(red.r, red.r_lo - aa.lo);
+  const DD<V> p = expm1_detail::expm1_reduced(r.hi, r.lo);
+  const DD<V> e0 = fast_two_sum(V(1.0), p.hi);
   const V eh = e0.hi, el = e0.lo + p.lo;
   // F = erfc(a) e^(a²): a polynomial in z = (a − mid) / half below 3, in z = (1/a − mid) / half
   // from 3 on, with 1/a = th + tl (tl from the exact residual 1 − a th).
   const V th = V(1.0) / a;
-  const Pair<V> at = two_product(a, th);
+  const DD<V> at = two_prod(a, th);
   const V tl = ((V(1.0) - at.hi) - at.lo) * th;
   const Pieces<V> m{O::le(V(1.0), a), O::le(V(1.5), a), O::le(V(2.0), a), O::le(V(3.0), a),
                     O::le(V(8.0), a)};
@@ -144,21 +140,21 @@ SHOAL_INLINE Scaled<V> erfc_core(V a) {
   const V c0l = pick(m, -0x1.ec2134d851665p-55, 0x1.4797400f19192p-63, 0x1.3b1040eb318c2p-57,
                      -0x1.9f40bca142466p-58, 0x1.093c9c6627020p-57, 0x1.b3dbe22d3d602p-61);
   // F = c0 + z (c1 + z q) with c0, c1 double-doubles and the last two steps in double-double.
-  const Pair<V> s1 = two_sum(c1h, zh * q);
+  const DD<V> s1 = two_sum(c1h, zh * q);
   const V s1l = s1.lo + (c1l + zl * q);
-  const Pair<V> zs = two_product(zh, s1.hi);
+  const DD<V> zs = two_prod(zh, s1.hi);
   const V zsl = zs.lo + (zh * s1l + zl * s1.hi);
-  const Pair<V> f = two_sum(c0h, zs.hi);
+  const DD<V> f = two_sum(c0h, zs.hi);
   const V fl = f.lo + (c0l + zsl);
   // e^(−a²) F as a double-double.
-  const Pair<V> v = two_product(eh, f.hi);
+  const DD<V> v = two_prod(eh, f.hi);
   return {v.hi, v.lo + (eh * fl + el * f.hi), red.k};
 }
 
 // erf x − x = x P(x²) for |x| < 0.5, as a double-double.
 template <class V>
-SHOAL_INLINE Pair<V> erf_small_part(V x) {
-  const Pair<V> t = two_product(x, x);
+SHOAL_INLINE DD<V> erf_small_part(V x) {
+  const DD<V> t = two_prod(x, x);
   const V s = t.hi;
   V q = V(-0x1.d8453cb0c46eap-38);
   q = q * s + V(0x1.9e6ad5e55a730p-34);
@@ -174,9 +170,9 @@ SHOAL_INLINE Pair<V> erf_small_part(V x) {
   q = q * s + V(0x1.ce2f21a042be2p-4);
   q = q * s + V(-0x1.812746b0379e7p-2);
   // P = (2/√π − 1) + t Q(t): the constant a double-double, t's rounding error t.lo included.
-  const Pair<V> pm = two_sum(V(0x1.06eba8214db69p-3), s * q);
+  const DD<V> pm = two_sum(V(0x1.06eba8214db69p-3), s * q);
   const V pl = pm.lo + (V(-0x1.ca38add602500p-57) + t.lo * q);
-  const Pair<V> xp = two_product(x, pm.hi);
+  const DD<V> xp = two_prod(x, pm.hi);
   return {xp.hi, xp.lo + x * pl};
 }
 
@@ -199,7 +195,7 @@ SHOAL_INLINE V erf_double(V x) {
   const V a = abs_value(x);
   const Scaled<V> c = erfc_core(clamp(a));
   // 1 − erfc a: 2^k hi exact wherever it matters (a < 6; beyond, erf rounds to 1).
-  const Pair<V> d = fast_two_sum(V(1.0), V(0.0) - exp_detail::scale(c.hi, c.k));
+  const DD<V> d = fast_two_sum(V(1.0), V(0.0) - exp_detail::scale(c.hi, c.k));
   const V big = d.hi + (d.lo - exp_detail::scale(c.lo, c.k));
   const V large = O::select(O::lt(x, V(0.0)), V(0.0) - big, big);
   // |x| < 2^-960 is scaled by 2^100 first (x P(x²) is then x P(0), linear in x), so that Dekker's
@@ -207,8 +203,8 @@ SHOAL_INLINE V erf_double(V x) {
   // subnormal. ±0 kept as they are (the sum would give +0 for −0).
   const typename O::Int tiny = O::lt(a, V(0x1p-960));
   const V xs = O::select(tiny, x * V(0x1p100), x);
-  const Pair<V> xp = erf_small_part(xs);
-  const Pair<V> sm = two_sum(xs, xp.hi);
+  const DD<V> xp = erf_small_part(xs);
+  const DD<V> sm = two_sum(xs, xp.hi);
   const V unscale = O::select(tiny, V(0x1p-100), V(1.0));
   const V small = O::select(O::eq(x, V(0.0)), x, (sm.hi + (sm.lo + xp.lo)) * unscale);
   return O::select(O::lt(a, V(0.5)), small, O::select(O::eq(x, x), large, x + x));
@@ -220,12 +216,12 @@ SHOAL_INLINE V erfc_double(V x) {
   const V a = abs_value(x);
   const Scaled<V> c = erfc_core(clamp(a));
   const V positive = exp_detail::scale(c.hi + c.lo, c.k);
-  const Pair<V> d = fast_two_sum(V(2.0), V(0.0) - exp_detail::scale(c.hi, c.k));
+  const DD<V> d = fast_two_sum(V(2.0), V(0.0) - exp_detail::scale(c.hi, c.k));
   const V negative = d.hi + (d.lo - exp_detail::scale(c.lo, c.k));
   // 1 − x − (xp.hi + xp.lo): 1 − x exactly as s.hi + s.lo, then minus xp.hi exactly.
-  const Pair<V> xp = erf_small_part(x);
-  const Pair<V> s = fast_two_sum(V(1.0), V(0.0) - x);
-  const Pair<V> sd = two_sum(s.hi, V(0.0) - xp.hi);
+  const DD<V> xp = erf_small_part(x);
+  const DD<V> s = fast_two_sum(V(1.0), V(0.0) - x);
+  const DD<V> sd = two_sum(s.hi, V(0.0) - xp.hi);
   const V small = sd.hi + ((sd.lo + s.lo) - xp.lo);
   const V large = O::select(O::lt(x, V(0.0)), negative, positive);
   return O::select(O::lt(a, V(0.5)), small, O::select(O::eq(x, x), large, x + x));

@@ -23,8 +23,8 @@
 #pragma once
 
 #include "shoal/config.hpp"
+#include "shoal/elementary/double_double.hpp"
 #include "shoal/elementary/exp.hpp"
-#include "shoal/elementary/expm1.hpp"
 #include "shoal/elementary/ops.hpp"
 
 namespace shoal {
@@ -44,7 +44,7 @@ SHOAL_INLINE V exp2_double(V x) {
   // error (Dekker's product, ln2 split at compile time) and f ln2_lo join the tail later.
   const Rounded<V> k = round_to_integer(x);
   const V f = x - k.value;  // exact
-  const expm1_detail::Pair<V> fl = expm1_detail::two_product(f, V(kLn2));
+  const DD<V> fl = two_prod(f, V(kLn2));
   const V r = fl.hi;
   const V r_lo = fl.lo + f * V(kLn2Lo);
   const V head = V(1.0) + r;

@@ -32,6 +32,7 @@
 #pragma once
 
 #include "shoal/config.hpp"
+#include "shoal/elementary/double_double.hpp"
 #include "shoal/elementary/exp.hpp"
 #include "shoal/elementary/ops.hpp"
 
@@ -39,44 +40,6 @@ namespace shoal {
 namespace elementary {
 
 namespace expm1_detail {
-
-// Double-double building blocks (round-to-nearest, no FMA, no overflow in the arguments).
-template <class V>
-struct Pair {
-  V hi, lo;
-};
-// a + b = s + e exactly, whatever the magnitudes (Knuth's TwoSum).
-template <class V>
-SHOAL_INLINE Pair<V> two_sum(V a, V b) {
-  const V s = a + b;
-  const V bb = s - a;
-  return {s, (a - (s - bb)) + (b - bb)};
-}
-// a + b = s + e exactly for |a| >= |b| (Fast2Sum).
-template <class V>
-SHOAL_INLINE Pair<V> fast_two_sum(V a, V b) {
-  const V s = a + b;
-  return {s, (a - s) + b};
-}
-// a = hi + lo, hi with 26 significant bits (Veltkamp); |a| < 2^995.
-template <class V>
-SHOAL_INLINE Pair<V> split(V a) {
-  const V c = V(134217729.0) * a;  // 2^27 + 1
-  const V hi = c - (c - a);
-  return {hi, a - hi};
-}
-// a b = p + e exactly (Dekker), barring underflow.
-template <class V>
-SHOAL_INLINE Pair<V> two_product(V a, V b) {
-  const V p = a * b;
-  const Pair<V> as = split(a), bs = split(b);
-  return {p, ((as.hi * bs.hi - p) + as.hi * bs.lo + as.lo * bs.hi) + as.lo * bs.lo};
-}
-// An integer of I's shape (scalar or lanes) with the value c everywhere.
-template <class I>
-SHOAL_INLINE I splat(const I& like, int c) {
-  return (like - like) + c;
-}
 
 // (e^r − 1 − r − r²/2) / r³ to r^12/15!: the Taylor coefficients 1/n!, n = 3..15, rounded;
 // summed as 1/6 + r Q(r), Q by Estrin's scheme (4 multiply-add levels deep instead of
@@ -96,10 +59,10 @@ SHOAL_INLINE V cubic_tail(V r) {
 
 // e^r − 1 = hi + lo for the reduced r + r_lo (|r| <= 0.35), to ~2^-60 relative.
 template <class V>
-SHOAL_INLINE Pair<V> expm1_reduced(V r, V r_lo) {
-  const Pair<V> rr = two_product(r, r);
+SHOAL_INLINE DD<V> expm1_reduced(V r, V r_lo) {
+  const DD<V> rr = two_prod(r, r);
   const V h2 = rr.hi * V(0.5);
-  const Pair<V> p = fast_two_sum(r, h2);
+  const DD<V> p = fast_two_sum(r, h2);
   const V small = rr.lo * V(0.5) + (r * rr.hi) * cubic_tail(r) + r_lo * (V(1.0) + r);
   return {p.hi, p.lo + small};
 }
@@ -112,12 +75,12 @@ SHOAL_INLINE V expm1_double(V x) {
   // [−40, 710] (−1 rounded, +inf), NaN and ±0 (their bits: the sums give +0 for −0) are chosen
   // beside the main path and merged by one select at the end.
   const exp_detail::Reduced<V> red = exp_detail::reduce(x);
-  const Pair<V> p = expm1_reduced(red.r, red.r_lo);
+  const DD<V> p = expm1_reduced(red.r, red.r_lo);
   const I k = red.k;
   const I k2 = O::select_int(O::ilt(splat(k, 512), k), splat(k, 512), splat(k, 0));
   const V a = two_to<V>(k - k2);
-  const Pair<V> s1 = two_sum(a, V(0.0) - two_to<V>(splat(k, 0) - k2));
-  const Pair<V> s2 = two_sum(s1.hi, a * p.hi);
+  const DD<V> s1 = two_sum(a, V(0.0) - two_to<V>(splat(k, 0) - k2));
+  const DD<V> s2 = two_sum(s1.hi, a * p.hi);
   const V y = (s2.hi + ((s2.lo + s1.lo) + a * p.lo)) * two_to<V>(k2);
   const V inf = O::from_bits((O::bits(x) & 0) + 0x7ff0000000000000LL);
   const V other = O::select(O::lt(x, V(0.0)), V(-1.0),

@@ -30,6 +30,7 @@
 #pragma once
 
 #include "shoal/config.hpp"
+#include "shoal/elementary/double_double.hpp"
 #include "shoal/elementary/exp.hpp"
 #include "shoal/elementary/expm1.hpp"
 #include "shoal/elementary/ops.hpp"
@@ -38,8 +39,6 @@ namespace shoal {
 namespace elementary {
 
 namespace hyperbolic_detail {
-
-using expm1_detail::Pair;
 
 // (sinh a − a) / a³ and (cosh a − 1) / a² as series in a², a < 1/4 (1/n! rounded to double).
 template <class V>
@@ -80,25 +79,25 @@ SHOAL_INLINE Halves<V> halves(V a) {
   using O = Ops<V>;
   using I = typename O::Int;
   const exp_detail::Reduced<V> red = exp_detail::reduce(a);
-  const Pair<V> pe = expm1_detail::expm1_reduced(red.r, red.r_lo);
-  const Pair<V> pf = expm1_detail::expm1_reduced(V(0.0) - red.r, V(0.0) - red.r_lo);
+  const DD<V> pe = expm1_detail::expm1_reduced(red.r, red.r_lo);
+  const DD<V> pf = expm1_detail::expm1_reduced(V(0.0) - red.r, V(0.0) - red.r_lo);
   const I k = red.k;
-  const I c512 = expm1_detail::splat(k, 512), c100 = expm1_detail::splat(k, 100);
-  const I j = O::select_int(O::ilt(c512, k), c512, expm1_detail::splat(k, 0));
+  const I c512 = splat(k, 512), c100 = splat(k, 100);
+  const I j = O::select_int(O::ilt(c512, k), c512, splat(k, 0));
   const I kf = O::select_int(O::ilt(c100, k), c100, k);
   const V se = two_to<V>(k - 1 - j);
-  const V sf = two_to<V>(expm1_detail::splat(k, -1) - kf - j);
+  const V sf = two_to<V>(splat(k, -1) - kf - j);
   return {se, sf, se * pe.hi, sf * pf.hi, se * pe.lo, sf * pf.lo, j};
 }
 // (e^a + sign e^-a) / 2^(j+1) as hi + lo (hi the rounded sum; sign = ±1): TwoSums of the
 // exact terms, the tails and the TwoSums' errors added last.
 template <class V>
-SHOAL_INLINE Pair<V> combine(const Halves<V>& h, V sign) {
-  const Pair<V> ones = expm1_detail::two_sum(h.se, sign * h.sf);
-  const Pair<V> ps = expm1_detail::two_sum(h.eh, sign * h.fh);
-  const Pair<V> all = expm1_detail::two_sum(ones.hi, ps.hi);
+SHOAL_INLINE DD<V> combine(const Halves<V>& h, V sign) {
+  const DD<V> ones = two_sum(h.se, sign * h.sf);
+  const DD<V> ps = two_sum(h.eh, sign * h.fh);
+  const DD<V> all = two_sum(ones.hi, ps.hi);
   const V lo = all.lo + ((ones.lo + ps.lo) + (h.et + sign * h.ft));
-  return expm1_detail::fast_two_sum(all.hi, lo);
+  return fast_two_sum(all.hi, lo);
 }
 
 // The sign bit (from ±1: simd::Lanes(−0.0) broadcasts +0), |x|, and m given x's sign.
@@ -146,21 +145,20 @@ SHOAL_INLINE V cosh_double(V x) {
 template <class V>
 SHOAL_INLINE V tanh_double(V x) {
   using O = Ops<V>;
-  using expm1_detail::fast_two_sum;
   const V a = magnitude(x);
   const V ac = O::select(O::le(a, V(22.0)), a, V(22.0));
   const typename O::Int is_small = O::lt(a, V(0.25));
   // Numerator and denominator as normalized double-doubles (a common factor 2^(k−1) dropped).
   const V a2 = a * a;
-  const Pair<V> ns = fast_two_sum(a, a * (a2 * sinh_series(a2)));
-  const Pair<V> ds = fast_two_sum(V(1.0), a2 * cosh_series(a2));
+  const DD<V> ns = fast_two_sum(a, a * (a2 * sinh_series(a2)));
+  const DD<V> ds = fast_two_sum(V(1.0), a2 * cosh_series(a2));
   const Halves<V> h = halves(ac);
-  const Pair<V> nl = combine(h, V(-1.0));
-  const Pair<V> dl = combine(h, V(1.0));
+  const DD<V> nl = combine(h, V(-1.0));
+  const DD<V> dl = combine(h, V(1.0));
   const V n_hi = O::select(is_small, ns.hi, nl.hi), n_lo = O::select(is_small, ns.lo, nl.lo);
   const V d_hi = O::select(is_small, ds.hi, dl.hi), d_lo = O::select(is_small, ds.lo, dl.lo);
   const V q = n_hi / d_hi;
-  const Pair<V> qd = expm1_detail::two_product(q, d_hi);
+  const DD<V> qd = two_prod(q, d_hi);
   const V rem = ((n_hi - qd.hi) - qd.lo) + (n_lo - q * d_lo);
   const V y = with_sign_of(q + rem / d_hi, x);
   return O::select(O::eq(x, x), y, x + x);

@@ -49,6 +49,7 @@
 #pragma once
 
 #include "shoal/config.hpp"
+#include "shoal/elementary/double_double.hpp"
 #include "shoal/elementary/ops.hpp"
 #include "shoal/elementary/trig.hpp"
 
@@ -57,9 +58,6 @@ namespace elementary {
 
 namespace inverse_trig_detail {
 
-using trig_detail::DD;
-using trig_detail::two_prod;
-using trig_detail::two_sum;
 using trig_detail::kAbsMask;
 
 constexpr double kAtanHalfHi = 0x1.dac670561bb4fp-2, kAtanHalfLo = 0x1.a2b7f222f65e2p-56;
@@ -81,14 +79,6 @@ SHOAL_INLINE V atan_poly(V w) {
   const V q1112 = V(0x1.ddee2f7872bb1p-6) + V(-0x1.9a18ede9870b4p-7) * w;
   const V q = ((q12 + w2 * q34) + w4 * (q56 + w2 * q78)) + w8 * (q910 + w2 * q1112);
   return V(-0x1.5555555555555p-2) + w * q;
-}
-
-// Veltkamp's split of a: a = hi + lo, hi with at most 26 significant bits (no overflow here).
-template <class V>
-SHOAL_INLINE DD<V> split(V a) {
-  const V ca = V(134217729.0) * a;  // 2^27 + 1
-  const V hi = ca - (ca - a);
-  return {hi, a - hi};
 }
 
 // c a = p + e exactly for c in {0, 1/2, 1, 3/2} (two significant bits) and a split beforehand

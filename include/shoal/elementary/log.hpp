@@ -48,6 +48,7 @@
 #pragma once
 
 #include "shoal/config.hpp"
+#include "shoal/elementary/double_double.hpp"
 #include "shoal/elementary/ops.hpp"
 
 namespace shoal {
@@ -55,49 +56,11 @@ namespace elementary {
 
 namespace log_detail {
 
-// Double-double arithmetic (no FMA): error-free sums and products.
-template <class V>
-struct DD {
-  V hi, lo;
-};
-// a + b = s + e exactly, if a = 0 or exponent(a) >= exponent(b).
-template <class V>
-SHOAL_INLINE DD<V> fast_two_sum(V a, V b) {
-  const V s = a + b;
-  return {s, b - (s - a)};
-}
-// a + b = s + e exactly (Knuth).
-template <class V>
-SHOAL_INLINE DD<V> two_sum(V a, V b) {
-  const V s = a + b;
-  const V bb = s - a;
-  return {s, (a - (s - bb)) + (b - bb)};
-}
-// Veltkamp's split: a = hi + lo, each with at most 26 significant bits (|a| < 2^995).
-template <class V>
-SHOAL_INLINE DD<V> split(V a) {
-  const V c = V(134217729.0) * a;
-  const V hi = c - (c - a);
-  return {hi, a - hi};
-}
-// a b = p + e exactly (Dekker), barring underflow.
-template <class V>
-SHOAL_INLINE DD<V> two_prod(V a, V b) {
-  const V p = a * b;
-  const DD<V> as = split(a), bs = split(b);
-  return {p, ((as.hi * bs.hi - p) + as.hi * bs.lo + as.lo * bs.hi) + as.lo * bs.lo};
-}
 // (a.hi + a.lo)(b.hi + b.lo), not renormalised (a.lo b.lo neglected).
 template <class V>
 SHOAL_INLINE DD<V> dd_mul(DD<V> a, DD<V> b) {
   const DD<V> p = two_prod(a.hi, b.hi);
   return {p.hi, p.lo + (a.hi * b.lo + a.lo * b.hi)};
-}
-
-// An integer constant in every lane of an Int like `like`.
-template <class I>
-SHOAL_INLINE I splat(const I& like, int64_t v) {
-  return (like & 0) + v;
 }
 
 constexpr double kLn2Hi = 0x1.62e42fefa3800p-1;  // 42 significant bits
@@ -159,7 +122,7 @@ SHOAL_INLINE DD<V> log_dd(V x) {
   const DD<V> s3 = two_prod(sh, z.hi);
   const V s3_lo = s3.lo + sh * z.lo;
   const DD<V> t = two_prod(V(0x1.999999999999ap-2), z.hi);
-  const DD<V> w = fast_two_sum(V(0x1.5555555555555p-1), t.hi);
+  const DD<V> w = fast_two_sum_b_minus(V(0x1.5555555555555p-1), t.hi);
   const V w_lo = w.lo + (t.lo + ((V(0x1.5555555555555p-55) + V(-0x1.999999999999ap-56) * z.hi) +
                                  V(0x1.999999999999ap-2) * z.lo));
   const DD<V> c = two_prod(s3.hi, w.hi);
@@ -168,10 +131,10 @@ SHOAL_INLINE DD<V> log_dd(V x) {
   const V sl_term = (V(2.0) * sl) * ((V(1.0) + z.hi) * (V(1.0) + z.hi * z.hi));  // to z³
   // ln x = e ln2_hi + 2 sh + c + (the tails): e ln2_hi exact for |e| < 2^11, |e ln2_hi| >=
   // |ln m| unless e = 0, so both sums are Fast2Sums.
-  const DD<V> lm = fast_two_sum(V(2.0) * sh, c.hi);
-  const DD<V> sum = fast_two_sum(ev * V(kLn2Hi), lm.hi);
+  const DD<V> lm = fast_two_sum_b_minus(V(2.0) * sh, c.hi);
+  const DD<V> sum = fast_two_sum_b_minus(ev * V(kLn2Hi), lm.hi);
   const V tails = ((c_lo + s7q) + sl_term) + ev * V(kLn2Lo);
-  return fast_two_sum(sum.hi, (sum.lo + lm.lo) + tails);
+  return fast_two_sum_b_minus(sum.hi, (sum.lo + lm.lo) + tails);
 }
 
 // The value for x outside (0, inf): −inf at ±0, NaN below, x itself at +inf and NaN.

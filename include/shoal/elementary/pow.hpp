@@ -37,6 +37,7 @@
 #pragma once
 
 #include "shoal/config.hpp"
+#include "shoal/elementary/double_double.hpp"
 #include "shoal/elementary/exp.hpp"
 #include "shoal/elementary/log.hpp"
 #include "shoal/elementary/ops.hpp"
@@ -45,8 +46,6 @@ namespace shoal {
 namespace elementary {
 
 namespace pow_detail {
-
-using log_detail::DD;
 
 // exp(p + p_lo), |p_lo| <= 2^-41 or so, p not renormalised, for |p| <= 1400: there
 // k = round(p / ln2) is within [−2044, 2046], where exp_detail::scale's two powers of two are
@@ -81,17 +80,17 @@ SHOAL_INLINE Parity<V> parity(V y) {
   const I b = O::bits(y);
   const I biased = (b >> 52) & 0x7ff;
   // Bits below the units bit: 1075 − biased of them (0 from 2^52 on).
-  const I below = O::select_int(O::ilt(biased, log_detail::splat(b, 1076)),
-                                1075 - biased, log_detail::splat(b, 0));
-  const I shift = O::select_int(O::ilt(below, log_detail::splat(b, 53)), below,
-                                log_detail::splat(b, 52));
-  const I one = log_detail::splat(b, 1);
+  const I below = O::select_int(O::ilt(biased, splat(b, 1076)),
+                                1075 - biased, splat(b, 0));
+  const I shift = O::select_int(O::ilt(below, splat(b, 53)), below,
+                                splat(b, 52));
+  const I one = splat(b, 1);
   const I fraction_mask = (one << shift) - 1;
   const I significand = (b & 0xfffffffffffffLL) | (int64_t(1) << 52);
-  const I at_least_one = ~O::ilt(biased, log_detail::splat(b, 1023));
-  const I finite = O::ilt(biased, log_detail::splat(b, 2047));
-  const I integer = at_least_one & finite & O::ieq(b & fraction_mask, log_detail::splat(b, 0));
-  const I below_2_53 = O::ilt(biased, log_detail::splat(b, 1076));
+  const I at_least_one = ~O::ilt(biased, splat(b, 1023));
+  const I finite = O::ilt(biased, splat(b, 2047));
+  const I integer = at_least_one & finite & O::ieq(b & fraction_mask, splat(b, 0));
+  const I below_2_53 = O::ilt(biased, splat(b, 1076));
   const I units = O::ieq((significand >> shift) & 1, one);
   return {integer, integer & below_2_53 & units};
 }
@@ -103,13 +102,13 @@ SHOAL_INLINE V pow_double(V x, V y) {
   const I bx = O::bits(x);
   const V ax = O::from_bits(bx & 0x7fffffffffffffffLL);
   const V ay = O::from_bits(O::bits(y) & 0x7fffffffffffffffLL);
-  const V inf = O::from_bits(log_detail::splat(bx, 0x7ff0000000000000LL));
-  const V nan = O::from_bits(log_detail::splat(bx, 0x7ff8000000000000LL));
+  const V inf = O::from_bits(splat(bx, 0x7ff0000000000000LL));
+  const V nan = O::from_bits(splat(bx, 0x7ff8000000000000LL));
   // The general case on |x| (junk where |x| is 0, inf or NaN: replaced below) and a clamped y.
   const DD<V> l = log_detail::log_dd(ax);
   const V yc = O::select(O::le(ay, V(0x1p65)), y, O::select(O::lt(y, V(0.0)), V(-0x1p65), V(0x1p65)));
   // y ln|x| = p + p_lo: y l_hi by Dekker's product, y l_lo rounded; exp starts from p alone.
-  const DD<V> p = log_detail::two_prod(yc, l.hi);
+  const DD<V> p = two_prod(yc, l.hi);
   const V r = exp_dd(p.hi, p.lo + yc * l.lo);
   // Every other case is a value chosen by masks beside that path, and one select at the end.
   const I regular = log_detail::positive_finite(ax);
@@ -117,8 +116,8 @@ SHOAL_INLINE V pow_double(V x, V y) {
   const I in_range = O::le(V(-1400.0), p.hi) & O::le(p.hi, V(1400.0));
   const Parity<V> py = parity(y);
   // x < 0 (−0 and −inf included) and y an odd integer: the result's sign bit set.
-  const I sign = O::ilt(bx, log_detail::splat(bx, 0)) & py.odd &
-                 log_detail::splat(bx, int64_t(0x8000000000000000ULL));
+  const I sign = O::ilt(bx, splat(bx, 0)) & py.odd &
+                 splat(bx, int64_t(0x8000000000000000ULL));
   // Finite x < 0 and finite non-integer y: NaN.
   const I domain = O::lt(x, V(0.0)) & O::le(V(-0x1.fffffffffffffp1023), x) & finite_y & ~py.integer;
   const I one = O::eq(y, V(0.0)) | O::eq(x, V(1.0));

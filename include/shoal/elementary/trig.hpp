@@ -54,6 +54,7 @@
 #pragma once
 
 #include "shoal/config.hpp"
+#include "shoal/elementary/double_double.hpp"
 #include "shoal/elementary/ops.hpp"
 
 namespace shoal {
@@ -71,30 +72,6 @@ constexpr double kC4 = 0x1.b839a252049c1p-104;
 constexpr double kPio2Hi = 0x1.921fb54442d18p+0;
 constexpr double kPio2Lo = 0x1.1a62633145c07p-54;
 constexpr int64_t kAbsMask = 0x7fffffffffffffffLL;
-
-template <class V>
-struct DD {  // hi + lo, |lo| small against hi
-  V hi, lo;
-};
-
-// a b = p + e exactly (Dekker's product with Veltkamp's splitting; no FMA, no overflow here).
-template <class V>
-SHOAL_INLINE DD<V> two_prod(V a, V b) {
-  const V split = V(134217729.0);  // 2^27 + 1
-  const V ca = split * a, cb = split * b;
-  const V ah = ca - (ca - a), al = a - ah;
-  const V bh = cb - (cb - b), bl = b - bh;
-  const V p = a * b;
-  return {p, ((ah * bh - p) + ah * bl + al * bh) + al * bl};
-}
-
-// a + b = s + e exactly (Knuth's TwoSum, any magnitudes).
-template <class V>
-SHOAL_INLINE DD<V> two_sum(V a, V b) {
-  const V s = a + b;
-  const V bb = s - a;
-  return {s, (a - (s - bb)) + (b - bb)};
-}
 
 template <class V>
 struct Reduced {
