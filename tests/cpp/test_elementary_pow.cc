@@ -235,7 +235,8 @@ void expect_pow_lanes(const std::vector<T>& xs, const std::vector<T>& ys) {
 
 TEST(ElementaryPow, LanesGiveScalarBits) {
   const double specials[] = {0.0, -0.0, inf, -inf, nan_, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 3.0,
-                             -3.0, 0x1p53, 0x1p53 + 2, 0x1p52 + 1, 4.9e-324, 1e300, -1e300, 0.25};
+                             -3.0, 0x1p53, 0x1p53 + 2, 0x1p52 + 1, 4.9e-324, 1e300, -1e300, 0.25,
+                             -std::nan("7")};  // two NaNs of different payload meet
   std::vector<double> xd, yd;
   for (double a : specials) {
     for (double b : specials) xd.push_back(a), yd.push_back(b);

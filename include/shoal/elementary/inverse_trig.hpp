@@ -178,7 +178,9 @@ SHOAL_INLINE V atan2_double(V y, V x) {
   const V mt = m.lo + (V(kPiLo) - lo);
   const V r = O::select(x_negative, m.hi + mt, hi + lo);
   const V signed_r = O::from_bits(O::bits(r) | ysign);
-  return O::select(O::eq(x, x) & O::eq(y, y), signed_r, x + y);
+  // A NaN argument comes back quieted, y's first (not x + y: which payload a commutative add
+  // returns may differ between the scalar code and the lanes).
+  return O::select(O::eq(x, x) & O::eq(y, y), signed_r, O::select(O::eq(y, y), x + x, y + y));
 }
 
 // (asin u − u)/u³ as a polynomial in w = u², |u| <= 1/2.

@@ -132,7 +132,9 @@ SHOAL_INLINE V pow_double(V x, V y) {
   other = O::select(O::eq(ax, V(1.0)) & O::eq(ay, inf), V(1.0), other);
   other = O::from_bits(O::bits(other) ^ sign);
   other = O::select(domain, nan, other);
-  other = O::select(unordered, x + y, other);
+  // A NaN argument comes back quieted, x's first (not x + y: the compiler may swap a commutative
+  // add's operands, and which payload wins would differ between the scalar code and the lanes).
+  other = O::select(unordered, O::select(O::eq(x, x), y + y, x + x), other);
   other = O::select(one, V(1.0), other);
   return O::select(general, O::from_bits(O::bits(r) ^ sign), other);
 }
