@@ -230,9 +230,11 @@ def solve(f, y0, t_span, params=None, *, params_axes=None, tstops=None, first_st
         ys = ys.reshape(*ys.shape[:2], *model.saved_shape)
     if not return_stats:
         return ys
+    # Computed from status (every code is >= 0) so that it is laid out, sharded, as the other
+    # statistics are: a constant (or status == status, which XLA folds) comes out replicated.
+    sparse = opts.sparsity is not None and opts.method is not Method.TSIT5
     stats = {"accepted": accepted, "rejected": rejected, "status": status,
-             "sparse": jnp.full(status.shape, opts.sparsity is not None
-                                        and opts.method is not Method.TSIT5)}
+             "sparse": (status >= 0) if sparse else (status < 0)}
     if model.has_event:
         stats["event_time"] = event_time[:, 0]
         stats["event_state"] = event_state

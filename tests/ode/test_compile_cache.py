@@ -137,7 +137,8 @@ def test_native_tuning_does_not_change_results(tmp_path):
 
         t = jnp.linspace(0.0, 1.0, 5)
         y0 = jnp.concatenate([2 * jnp.ones((20, 8)), jnp.zeros((20, 8))], axis=1)
-        a = shoal.ode.solve(ring, y0, t, jnp.linspace(50, 150, 20)[:, None], rtol=1e-7)
+        a = shoal.ode.solve(ring, y0, t, jnp.linspace(50, 150, 20)[:, None], rtol=1e-7,
+                            sparsity="dense")
         b = shoal.ode.solve(lorenz, jnp.ones((20, 3)) + jnp.arange(20.0)[:, None], t,
                             jnp.array([10.0, 28.0, 8.0 / 3.0]), method="tsit5")
         np.save(sys.argv[1], np.concatenate([np.asarray(a).ravel(), np.asarray(b).ravel()]))
