@@ -72,3 +72,22 @@ def test_dual_jacobian_and_sparsity_pattern_equal_straight_line_code(monkeypatch
     want = np.asarray(jax.jacfwd(mixed)(jnp.asarray(y), 0.7, jnp.asarray(p)))
     np.testing.assert_allclose(jac, want, rtol=1e-12, atol=1e-300)
 
+
+
+def strided(y, t, p):
+    """Columns of a parameter matrix: operands read at a stride."""
+    table = p.reshape(N, 3)
+    return table[:, 1] * y[::-1] - table[:, 2] * jnp.tanh(y) + table[:, 0]
+
+
+def test_strided_operands_are_read_in_place(monkeypatch):
+    rng = np.random.default_rng(2)
+    y, p = rng.normal(size=N), rng.normal(size=3 * N)
+    looped = CompiledModel(strided, N, 3 * N, np.float64)
+    for read in ("p[1 + i * 3]", "p[2 + i * 3]", "p[0 + i * 3]"):
+        assert read in looped.model.source
+    _straight_line(monkeypatch)
+    straight = CompiledModel(strided, N, 3 * N, np.float64)
+    np.testing.assert_array_equal(looped(y, 0.7, p), straight(y, 0.7, p))
+    np.testing.assert_allclose(looped(y, 0.7, p), jax_eval(strided, y, 0.7, p, np.float64),
+                               rtol=1e-13)

@@ -4,9 +4,9 @@ Straight-line code grows the generated source and, above all, the compile time w
 length: a 300-variable hierarchy is 3 000 statements, and its dual-number instantiation took g++
 -O3 over 30 s. A loop computes the same expression per element, in the same order, so results
 are bit-identical. Each operand becomes an expression of the loop index ``i``: the element itself
-when it is the same for all (a broadcast scalar), a read of a constant table, a contiguous run of
-an existing array (``y``, ``p`` or an earlier loop's result), or else a local array of its
-elements.
+when it is the same for all (a broadcast scalar), a read of a constant table, a contiguous or
+evenly strided run of an existing array (``y``, ``p`` or an earlier loop's result), or else a local
+array of its elements.
 """
 
 from __future__ import annotations
@@ -68,6 +68,18 @@ def _contiguous(elems: list) -> str | None:
     return None
 
 
+def _strided(elems: list) -> str | None:
+    """``base[k + i * s]`` if the elements are base[k], base[k + s], base[k + 2s], ... (a column
+    of a parameter matrix, say); else None."""
+    matches = [_ELEMENT.match(e) if isinstance(e, str) else None for e in elems]
+    if len(elems) < 2 or any(m is None or m.group(1) != matches[0].group(1) for m in matches):
+        return None
+    k, stride = int(matches[0].group(2)), int(matches[1].group(2)) - int(matches[0].group(2))
+    if stride <= 0 or any(int(m.group(2)) != k + n * stride for n, m in enumerate(matches)):
+        return None
+    return f"{matches[0].group(1)}[{k} + i * {stride}]"
+
+
 def _operand(em, elems: list, dtype) -> str:
     """An expression of the loop index i for one operand's elements."""
     first = elems[0]
@@ -77,7 +89,7 @@ def _operand(em, elems: list, dtype) -> str:
         if is_float(dtype):  # a double table read as T, as the literal T(x) would be
             return f"T(tab::{em.table('double', [double(e) for e in elems])}[i])"
         return f"tab::{em.table(_ctype(dtype), [em.render(e, dtype) for e in elems])}[i]"
-    run = _contiguous(elems)
+    run = _contiguous(elems) or _strided(elems)
     if run is not None:
         return run
     name = em.fresh("local")

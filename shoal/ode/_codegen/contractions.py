@@ -1,16 +1,26 @@
-"""``dot_general``: scalarised sums of products, or a loop over a static table of the nonzeros
-when one operand is constant and the contraction is large."""
+"""``dot_general``: scalarised sums of products; when the contraction is large, a loop over a
+static table of the nonzeros if one operand is constant, or a loop reading the array itself if
+one operand is a block of one C++ array (the parameters: a neural network's weights, a mechanism's
+stoichiometry; or an earlier loop's result), so the source grows with neither."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
+from shoal.ode._codegen.array_loops import LOOP_MIN_SIZE
 from shoal.ode._codegen.cpp import ctype as _ctype
 from shoal.ode._codegen.cpp import double
 from shoal.ode._codegen.values import Sym
 
 # Above this many multiply-adds a contraction with a constant operand becomes a table-driven loop.
 DOT_TABLE_THRESHOLD = 512
+# Above this many multiply-adds a contraction with a block of one array becomes a loop over it:
+# lower than the table's, since the loop does the same arithmetic as the straight-line code
+# (there are no structural zeros to skip), while each statement costs compile time, most of it
+# in the dual-number instantiations.
+DOT_ARRAY_THRESHOLD = 128
 
 
 def dot_general(walker, eqn, lhs: Sym, rhs: Sym) -> Sym:
@@ -32,8 +42,20 @@ def dot_general(walker, eqn, lhs: Sym, rhs: Sym) -> Sym:
     nb, nl, nc = L.shape
     nr = R.shape[1]
     ctype = _ctype(out_dtype)
-    if nb * nl * nr * nc > DOT_TABLE_THRESHOLD and (lhs.is_const() or rhs.is_const()):
+    n_terms = nb * nl * nr * nc
+    if n_terms > DOT_TABLE_THRESHOLD and (lhs.is_const() or rhs.is_const()):
         return _dot_table(em, L, R, lhs.is_const(), lhs.dtype, rhs.dtype, out_dtype, out_shape)
+    if n_terms > DOT_ARRAY_THRESHOLD and _ctype(lhs.dtype) == _ctype(rhs.dtype) == "T":
+        # One loop per (batch, column of the other operand), each over the block's rows and
+        # the contraction: worth it when a loop replaces at least LOOP_MIN_SIZE terms; the side
+        # that makes the fewest loops is the block.
+        sides = sorted(((K.shape[1] * nc, is_lhs) for K, is_lhs in ((L, True), (R, False))),
+                       reverse=True)
+        for size, block_is_lhs in sides:
+            block = _affine_block(L if block_is_lhs else R) if size >= LOOP_MIN_SIZE else None
+            if block is not None:
+                return _dot_block(em, L, R, block_is_lhs, block, lhs.dtype, rhs.dtype,
+                                  out_dtype, out_shape)
     out = np.empty((nb, nl, nr), dtype=object)
     for b in range(nb):
         for i in range(nl):
@@ -93,14 +115,90 @@ def _dot_table(em, L, R, const_is_lhs, ldt, rdt, out_dtype, out_shape) -> Sym:
         f"  {res}[(b * {nk} + k) * {nv} + v] = acc;",
         "}",
     ]
-    out = np.empty((nb, nk, nv) if const_is_lhs else (nb, nv, nk), dtype=object)
+    return _product(em, res, (nb, nk, nv), const_is_lhs, out_dtype, out_shape)
+
+
+def _product(em, res: str, shape, k_first: bool, out_dtype, out_shape) -> Sym:
+    """The elements of a product computed into the array ``res`` laid out as (b, k, v): k the
+    free dimension of the table or block operand, first in the result when ``k_first``."""
+    nb, nk, nv = shape
+    out = np.empty((nb, nk, nv) if k_first else (nb, nv, nk), dtype=object)
     for b in range(nb):
         for k in range(nk):
             for v in range(nv):
                 ref = f"{res}[{(b * nk + k) * nv + v}]"
                 em.floats.add(ref)
-                if const_is_lhs:
-                    out[b, k, v] = ref
-                else:
-                    out[b, v, k] = ref
+                out[(b, k, v) if k_first else (b, v, k)] = ref
     return Sym(out.reshape(out_shape), out_dtype)
+
+
+_ELEMENT = re.compile(r"(\w+)\[(\d+)\]")
+
+
+def _affine_block(operand: np.ndarray) -> tuple[str, int, int, int, int] | None:
+    """(array, base, batch, row, column strides) when every element (b, k, c) of a canonical
+    operand is array[base + b * batch + k * row + c * column] of one C++ array (a weight matrix
+    sliced from p in any layout, or an earlier loop's result), else None."""
+    nb, nk, nc = operand.shape
+    indices = np.empty(operand.shape, dtype=np.int64)
+    array = None
+    for idx, elem in np.ndenumerate(operand):
+        match = _ELEMENT.fullmatch(elem) if isinstance(elem, str) else None
+        if match is None or array not in (None, match.group(1)):
+            return None
+        array = match.group(1)
+        indices[idx] = int(match.group(2))
+    base = int(indices[0, 0, 0])
+    strides = [int(indices[1, 0, 0] - base) if nb > 1 else 0,
+               int(indices[0, 1, 0] - base) if nk > 1 else 0,
+               int(indices[0, 0, 1] - base) if nc > 1 else 0]
+    b, k, c = np.indices(operand.shape)
+    if not np.array_equal(indices, base + b * strides[0] + k * strides[1] + c * strides[2]):
+        return None
+    return array, base, *strides
+
+
+def _array_view(operand: np.ndarray) -> str | None:
+    """``(a + k)`` when the operand's elements are a[k], a[k + 1], ... of one C++ array (a
+    previous loop's result), which the loop can then read in place of a copy."""
+    first = _ELEMENT.fullmatch(operand.flat[0]) if isinstance(operand.flat[0], str) else None
+    if first is None:
+        return None
+    name, k = first.group(1), int(first.group(2))
+    if list(operand.flat) != [f"{name}[{k + i}]" for i in range(operand.size)]:
+        return None
+    return f"({name} + {k})" if k else name
+
+
+def _dot_block(em, L, R, block_is_lhs, block, ldt, rdt, out_dtype, out_shape) -> Sym:
+    """Products with a block of one array as loops reading it at affine indices: one row of the
+    block per trip of ``i``, the sum over ``j`` in the order the scalarised path adds (first
+    term, then each next one), so both give the same bits. The loop indices are the same in every
+    SIMD lane, so the loops run lane-wide (model_struct.lane_arithmetic)."""
+    K, V = (L, R) if block_is_lhs else (R, L)
+    vdt = rdt if block_is_lhs else ldt
+    array, base, s_batch, s_row, s_col = block
+    nb, nk, nc = K.shape
+    nv = V.shape[1]
+    vec = _array_view(V)
+    if vec is None:
+        vec = em.local_array("T", [em.render(x, vdt) for x in V.flat])
+    res = em.fresh("local")
+    em.lines.append(f"T {res}[{nb * nv * nk}];")
+
+    def factors(weight: str, operand: str) -> str:
+        return f"{weight} * {operand}" if block_is_lhs else f"{operand} * {weight}"
+
+    for b in range(nb):
+        for v in range(nv):
+            row = f"{array}[{base + b * s_batch} + i * {s_row}"
+            first = (b * nv + v) * nc
+            out = f"{res}[{b * nk * nv + v} + i * {nv}]"
+            em.lines += [
+                f"for (int i = 0; i < {nk}; ++i) {{",
+                f"  {out} = {factors(f'{row}]', f'{vec}[{first}]')};",
+                f"  for (int j = 1; j < {nc}; ++j) {out} = {out} + "
+                f"{factors(f'{row} + j * {s_col}]', f'{vec}[{first} + j]')};",
+                "}",
+            ]
+    return _product(em, res, (nb, nk, nv), block_is_lhs, out_dtype, out_shape)

@@ -194,9 +194,10 @@ INTEGER_TYPES = {f"{u}int{b}_t": f"{u.upper() or 'I'}{b}"
                  for u in ("", "u") for b in (8, 16, 32, 64)}
 TABLE_FUNCTIONS = frozenset({"pick", "gather", "search_sorted", "search_sorted_near", "to_double",
                              "primal", "indexed", "static_cast", "true", "false"})
-# An elementwise loop over arrays of T (array_loops.py: `for (int i = 0; i < n; ++i) v[i] = ...`)
-# indexes with the same i in every lane.
-_LANE_NAMES = frozenset({"const", "T", "y", "t", "p", "dy", "bool", "for", "int", "i",
+# An elementwise loop over arrays of T (array_loops.py: `for (int i = 0; i < n; ++i) v[i] = ...`),
+# or a product with a block of parameters (contractions.py: loops over i and j), indexes with the
+# same i and j in every lane.
+_LANE_NAMES = frozenset({"const", "T", "y", "t", "p", "dy", "bool", "for", "int", "i", "j",
                          *LANE_FUNCTIONS, *INTEGER_TYPES, *TABLE_FUNCTIONS,
                          "ULL", "LL"})  # integer literals' suffixes (cpp.literal)
 _LANE_OPERATORS = frozenset("+-*/()[]=;,.<>!&|%^~{}")
@@ -204,7 +205,8 @@ _TOKEN = re.compile(r"[A-Za-z_]\w*|\d[\d.]*(?:[eE][+-]?\d+)?|\S")
 # What a subscript may hold in the lanes: a constant, or an elementwise loop's index (the same in
 # every lane); a run-time index reads through gather().
 _SUBSCRIPT = re.compile(r"\[([^\[\]]*)\]")
-_LANE_SUBSCRIPT = re.compile(r"\d+|i|\d+ \+ i")
+_LANE_SUBSCRIPT = re.compile(r"\d+|i|\d+(?: \+ [ij](?: \* \d+)?)+")
+_LANE_LOOP = re.compile(r"\bfor \(int ([ij]) = \d+; \1 < \d+; ")
 _CAST = re.compile(r"static_cast\s*<\s*(\w+)\s*>")
 _SPECIAL_CONSTANT = re.compile(r'__builtin_nan\(""\)|__builtin_huge_val\(\)')
 _RUNTIME_SEARCH = re.compile(r"search_sorted(?:_near)?\((?!table\d+,)")
@@ -230,7 +232,7 @@ def lane_arithmetic(body: list[str]) -> bool:
     # arrays of bools (a mask per lane has no `bool` array).
     if _RUNTIME_SEARCH.search(text) or _BOOL_ARRAY.search(text):
         return False
-    if len(re.findall(r"\bint\b", text)) != len(re.findall(r"\bfor \(int i = 0; i < \d+; ", text)):
+    if len(re.findall(r"\bint\b", text)) != len(_LANE_LOOP.findall(text)):
         return False
     for token in _TOKEN.findall(text):
         if token[0].isalpha() or token[0] == "_":
