@@ -9,7 +9,10 @@ is reused from disk or memory) and makes its first call once; the process report
 * ``total``: the first call's wall time (trace, codegen, sparse analysis, JAX lowering, compile,
   load and the tiny solve itself; JAX's import and start-up excluded),
 * ``lines``: lines of the generated translation units (the core headers not counted), summed,
-* ``libs``: how many libraries were compiled.
+* ``libs``: how many libraries were compiled,
+* ``prelude``: building the precompiled core headers (g++; shoal/_jit.py), which a machine does
+  once for its first model; each case's cache holds them before its first call, as a user's
+  does after that first model.
 
 Every case is repeated (``--repeats``, default 3) and the minimum of each column is reported: the
 development machine is shared, and the minimum is the least-disturbed figure.
@@ -216,18 +219,39 @@ def _child(name: str) -> None:
     print(TAG + json.dumps(figures), flush=True)
 
 
-def measure(name: str, checkout: Path) -> dict:
-    """One cold run of a case in a fresh process with an empty cache directory, importing shoal
-    from ``checkout`` (the models come from this script's checkout)."""
-    with tempfile.TemporaryDirectory(prefix="shoal-latency-") as cache:
-        path = os.pathsep.join(dict.fromkeys([str(checkout), str(HERE.parent)]))
-        env = dict(os.environ, SHOAL_CACHE_DIR=cache, PYTHONPATH=path)
-        proc = subprocess.run([sys.executable, __file__, "--child", name], env=env,
-                              capture_output=True, text=True)
+def _prelude_child() -> None:
+    """Build the precompiled core headers into the (empty) cache: what the first model ever
+    compiled on a machine pays once (shoal/_jit.py: precompiled_prelude)."""
+    from shoal import _jit
+
+    start = time.perf_counter()
+    built = _jit.uses_precompiled_prelude() and _jit.precompiled_prelude() is not None
+    print(TAG + json.dumps({"prelude": time.perf_counter() - start if built else 0.0}),
+          flush=True)
+
+
+def _run_child(args: list[str], env: dict) -> dict:
+    proc = subprocess.run([sys.executable, __file__, *args], env=env, capture_output=True,
+                          text=True)
     for line in proc.stdout.splitlines():
         if line.startswith(TAG):
             return json.loads(line[len(TAG):])
-    raise RuntimeError(f"case {name} failed:\n{proc.stdout}\n{proc.stderr}")
+    raise RuntimeError(f"{' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
+
+
+def measure(name: str, checkout: Path) -> dict:
+    """One cold run of a case in a fresh process with a new cache directory, importing shoal
+    from ``checkout`` (the models come from this script's checkout). The cache holds only the
+    precompiled core headers, built by a process before (timed as ``prelude``; absent in
+    checkouts before them)."""
+    with tempfile.TemporaryDirectory(prefix="shoal-latency-") as cache:
+        path = os.pathsep.join(dict.fromkeys([str(checkout), str(HERE.parent)]))
+        env = dict(os.environ, SHOAL_CACHE_DIR=cache, PYTHONPATH=path)
+        try:
+            prelude = _run_child(["--prelude"], env)
+        except RuntimeError:  # a checkout without precompiled headers
+            prelude = {"prelude": 0.0}
+        return {**_run_child(["--child", name], env), **prelude}
 
 
 def main() -> None:
@@ -238,14 +262,18 @@ def main() -> None:
                         help="comma-separated shoal checkouts to measure, interleaved run by run "
                              "so that a change of load hits all alike (default: this one)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--prelude", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.prelude:
+        _prelude_child()
+        return
     if args.child:
         _child(args.child)
         return
     checkouts = [Path(c).resolve() for c in args.checkout.split(",")]
     print(f"{'case':<20} | {'checkout':<16} | {'codegen':>8} | {'compile':>8} | {'total':>8} | "
-          f"{'goal':>5} | {'lines':>7} | libs")
-    print("-" * 97)
+          f"{'goal':>5} | {'lines':>7} | libs | prelude (once)")
+    print("-" * 114)
     for name in args.cases.split(","):
         runs = {c: [] for c in checkouts}
         for _ in range(args.repeats):
@@ -256,8 +284,8 @@ def main() -> None:
             best = {key: min(run[key] for run in figures) for key in figures[0]}
             print(f"{name:<20} | {str(checkout)[-16:]:<16} | {best['codegen']:7.2f}s | "
                   f"{best['compile']:7.2f}s | {best['total']:7.2f}s | "
-                  f"{f'{goal:g}s' if goal else '-':>5} | {best['lines']:>7} | {best['libs']}",
-                  flush=True)
+                  f"{f'{goal:g}s' if goal else '-':>5} | {best['lines']:>7} | {best['libs']:>4} | "
+                  f"{best['prelude']:7.2f}s", flush=True)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,11 @@ temporary name and renamed into place atomically. Every library embeds its own k
 SHA-256 beside it (``<entry>.sha256``), both checked before use, so a truncated, corrupted or
 foreign file is rebuilt rather than trusted; one the loader still refuses is rebuilt once
 (:func:`load_library`). The compiler runs at most ``$SHOAL_COMPILE_TIMEOUT`` seconds (600).
+
+With g++, a model library includes the core headers through one precompiled header
+(``shoal/ode/jit_prelude.hpp``, built into the cache once per compiler and flags:
+:func:`precompiled_prelude`), which takes a third off a small model's compile;
+``SHOAL_PRECOMPILED_HEADER=0`` turns it off.
 """
 
 from __future__ import annotations
@@ -392,9 +397,82 @@ def _library_identity(optimization: str = DEFAULT_OPTIMIZATION) -> str:
     return "\0".join([banner, " ".join(compiler_flags(optimization)), native_arch()[1]])
 
 
+# A generated library's first line when it includes the core through the precompiled prelude
+# (shoal/ode/jit_prelude.hpp; see precompiled_prelude).
+PRELUDE_INCLUDE = '#include "shoal/ode/jit_prelude.hpp"'
+
+
+@functools.lru_cache(maxsize=1)
+def uses_precompiled_prelude() -> bool:
+    """Whether host libraries include the core through a precompiled header: with g++ (clang's
+    precompiled headers work differently), unless ``SHOAL_PRECOMPILED_HEADER=0``."""
+    if os.environ.get("SHOAL_PRECOMPILED_HEADER", "1").strip() == "0":
+        return False
+    try:
+        banner = find_compiler()[1].lower()
+    except CompileError:
+        return False
+    return "clang" not in banner and ("free software foundation" in banner or "gcc" in banner)
+
+
+_prelude_warned = False
+# (optimization, cache directory) -> the include directory precompiled_prelude returned.
+_preludes: dict[tuple[str, Path], Path] = {}
+
+
+def precompiled_prelude(optimization: str = DEFAULT_OPTIMIZATION) -> Path | None:
+    """A directory to put first on the include path, holding ``shoal/ode/jit_prelude.hpp.gch``
+    built once (through the cache, like a library) for these flags; None where it cannot be
+    built (then the headers are parsed as usual: same code, slower compile).
+
+    g++ uses a ``.gch`` found next to where it looks for the header only if it was built with
+    compatible flags and the include is the translation unit's first; otherwise it reads the
+    header itself, so a stale or foreign file costs time, never correctness.
+    """
+    global _prelude_warned
+    memo = (optimization, configured_cache_dir())
+    if memo in _preludes and _preludes[memo].is_dir():
+        return _preludes[memo]
+    source = f"{PRELUDE_INCLUDE}\n#define SHOAL_PRELUDE_KEY SHOAL_CACHE_KEY\n"
+    try:
+        gch = cached_build(source, ".gch", _library_identity(optimization) + "\0prelude",
+                           lambda src, output: _build_prelude(src, output, optimization))
+        root = gch.with_suffix(".prelude")
+        link = root / "shoal" / "ode" / "jit_prelude.hpp.gch"
+        if not link.exists():
+            link.parent.mkdir(parents=True, exist_ok=True)
+            tmp = link.with_name(f"{link.name}.{os.getpid()}.tmp")
+            tmp.unlink(missing_ok=True)
+            tmp.symlink_to(os.path.relpath(gch, link.parent))  # the cache may move
+            os.replace(tmp, link)
+        _preludes[memo] = root
+        return root
+    except (CompileError, OSError) as exc:
+        if not _prelude_warned:
+            _prelude_warned = True
+            warnings.warn(f"shoal could not precompile its core headers ({exc}); models compile "
+                          f"without them, a little slower", RuntimeWarning, stacklevel=2)
+        return None
+
+
+def _build_prelude(src: Path, output: Path, optimization: str) -> None:
+    exe, _ = find_compiler()
+    flags = [f for f in compiler_flags(optimization) if f != "-shared"]
+    cmd = [exe, *flags, "-x", "c++-header", f"-I{include_dir()}", str(src), "-o", str(output)]
+    proc = _run(cmd, compile_timeout())
+    if proc.returncode != 0:
+        raise CompileError(f"precompiling {src} failed: {_tail(proc.stdout, proc.stderr)}")
+
+
 def _build_library(src: Path, output: Path, optimization: str = DEFAULT_OPTIMIZATION) -> None:
     exe, _ = find_compiler()
-    cmd = [exe, *compiler_flags(optimization), f"-I{include_dir()}", str(src), "-o", str(output)]
+    prelude = None
+    if uses_precompiled_prelude():
+        with open(src) as f:
+            if f.readline().strip() == PRELUDE_INCLUDE:
+                prelude = precompiled_prelude(optimization)
+    cmd = [exe, *compiler_flags(optimization), *([f"-I{prelude}"] if prelude else []),
+           f"-I{include_dir()}", str(src), "-o", str(output)]
     timeout = compile_timeout()
     fix = f"install g++ or clang++, or set $CXX to a working C++17 compiler (this one: {exe})"
     try:

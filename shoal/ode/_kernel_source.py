@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from shoal import _jit
 from shoal.ode import _codegen, _sparse
 from shoal.ode._options import LuPrecision, Method, Ordering, SparsityPattern
 
@@ -178,7 +179,11 @@ def library_source(model: _codegen.GeneratedModel, variant: Variant,
             "  out[2] = __atomic_load_n(&counts.lane_steps, __ATOMIC_RELAXED);",
             "}",
         ]
+    # The core through its precompiled header, first (shoal/_jit.py); then every later include
+    # of a core header is already satisfied.
+    prelude = [_jit.PRELUDE_INCLUDE] if _jit.uses_precompiled_prelude() else []
     return "\n".join([
+        *prelude,
         *lines,
         _HOST_EXPORT,
         *lane_exports,
