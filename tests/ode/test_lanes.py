@@ -285,6 +285,58 @@ def test_table_reads_gradients_are_bit_identical(method):
     assert_same_solves(run)
 
 
+# Tables passed in params (run-time, each member its own): jnp.interp and searchsorted over
+# them search in the lanes, each lane in its own member's table.
+def runtime_table_reads(y, t, p):
+    grid, levels = p["grid"], p["levels"]
+    a = jnp.interp(t, grid, levels)
+    i = jnp.clip(jnp.searchsorted(grid, y[0], side="right"), 1, grid.size - 1)
+    return jnp.stack([-a * y[0] + 0.1 * levels[i], levels[i - 1] * jnp.tanh(y[0]) - y[1]])
+
+
+def runtime_tables(n=13, dtype=np.float64):
+    rng = np.random.default_rng(5)
+    grid = np.sort(rng.uniform(-2.0, 4.0, (n, 24)), axis=1)
+    grid[:, 0], grid[3, 5] = -2.0, grid[3, 4]  # a repeated knot
+    levels = rng.uniform(0.2, 2.0, (n, 24))
+    y0 = np.stack([np.linspace(-2.5, 4.5, n), np.linspace(1.0, -1.0, n)], 1)
+    y0[6, 0] = np.nan  # a NaN query: a NaN member
+    return (y0.astype(dtype), np.linspace(0, 3.0, 5).astype(dtype),
+            {"grid": grid.astype(dtype), "levels": levels.astype(dtype)})
+
+
+def test_runtime_table_searches_run_in_the_lanes():
+    from shoal.ode._codegen.model_struct import generate_model
+    model = generate_model(lambda y, t, p: runtime_table_reads(
+        y, t, {"grid": p[:24], "levels": p[24:]}), 2, 48, np.float64)
+    assert model.lane_arithmetic and "search_sorted(p, 24, " in model.source
+
+
+@pytest.mark.parametrize("method", ["tsit5", "rodas5p"])
+def test_runtime_table_searches_are_bit_identical(method):
+    y0, t_span, p = runtime_tables()
+    assert_same_solves(lambda lanes: solve(runtime_table_reads, y0, t_span, p, method=method,
+                                           rtol=1e-8, atol=1e-10, return_stats=True,
+                                           lanes=lanes))
+    y32, t32, p32 = runtime_tables(dtype=np.float32)
+    assert_same_solves(lambda lanes: solve(runtime_table_reads, y32, t32, p32, method=method,
+                                           rtol=1e-4, atol=1e-6, lanes=lanes))
+
+
+def test_runtime_table_gradients_are_bit_identical():
+    y0, t_span, p = runtime_tables(n=9)
+    y0[6, 0] = 0.5
+
+    def run(lanes):
+        def loss(q):
+            return jnp.sum(solve(runtime_table_reads, y0, t_span, q, method="rodas5p",
+                                 rtol=1e-7, atol=1e-9, lanes=lanes)[:, -1] ** 2)
+
+        return jax.value_and_grad(loss)({k: jnp.asarray(v) for k, v in p.items()})
+
+    assert_same_solves(run)
+
+
 # Integer arithmetic beside the floats, per lane: an integer parameter's floor division and
 # remainder, integer where/abs/sign/maximum, a bool converted both ways, a lax.switch on a
 # computed index (every branch evaluated, the taken one selected) and an integer table read.

@@ -5,6 +5,8 @@
 #pragma once
 
 #ifndef SHOAL_DEVICE_COMPILE
+#include <type_traits>
+
 #include "shoal/ad/dual.hpp"
 #include "shoal/math.hpp"
 #include "shoal/simd/lanes.hpp"
@@ -178,6 +180,18 @@ R gather(const E* array, const IntLanes<I, S, W>& i) {
     return r;
   }
 }
+// Entry e of a searched table as lane l sees it: a constant table's entry itself; a run-time
+// table's (parameters: each lane its own, maybe dual numbers) lane l of its primal value.
+template <class Q, class E>
+Q table_entry(const E& e, int l) {
+  if constexpr (std::is_arithmetic<E>::value) {
+    (void)l;
+    return static_cast<Q>(e);
+  } else {
+    using math::primal;
+    return static_cast<Q>(lane(primal(e), l));
+  }
+}
 // jnp.searchsorted in the lanes: in every lane the scalar search's count (math.hpp), found by the
 // same steps. Whether table[i] counts as below x (math::search_sorted's test, lax's total
 // order), lane by lane; i must be a valid index in every lane.
@@ -185,7 +199,7 @@ template <class E, class Q, int W>
 LaneMask<Q, W> below_in_table(const E* table, const IntLanes<int64_t, Q, W>& i,
                               const Lanes<Q, W>& x, bool right) {
   Lanes<Q, W> v;
-  for (int l = 0; l < W; ++l) v.v[l] = static_cast<Q>(table[i.v[l]]);
+  for (int l = 0; l < W; ++l) v.v[l] = table_entry<Q>(table[i.v[l]], l);
   // lt_total(a, b) = a == a && (b != b || a < b)
   if (right) return !(x == x && (v != v || x < v));
   return v == v && (x != x || v < x);

@@ -209,7 +209,7 @@ _LANE_SUBSCRIPT = re.compile(r"\d+|i|\d+(?: \+ [ij](?: \* \d+)?)+")
 _LANE_LOOP = re.compile(r"\bfor \(int ([ij]) = \d+; \1 < \d+; ")
 _CAST = re.compile(r"static_cast\s*<\s*(\w+)\s*>")
 _SPECIAL_CONSTANT = re.compile(r'__builtin_nan\(""\)|__builtin_huge_val\(\)')
-_RUNTIME_SEARCH = re.compile(r"search_sorted(?:_near)?\((?!table\d+,)")
+_RUNTIME_NEAR_SEARCH = re.compile(r"search_sorted_near\((?!table\d+,)")
 _BOOL_ARRAY = re.compile(r"\bbool \w+\[")
 _INTEGER_TYPE = re.compile(r"\b(" + "|".join(INTEGER_TYPES) + r")\b")
 
@@ -228,9 +228,9 @@ def lane_arithmetic(body: list[str]) -> bool:
         return False
     if any(m not in INTEGER_TYPES for m in _CAST.findall(text)):
         return False
-    # Not yet in the lanes: a search over a run-time table (each lane its own parameters) and
-    # arrays of bools (a mask per lane has no `bool` array).
-    if _RUNTIME_SEARCH.search(text) or _BOOL_ARRAY.search(text):
+    # Not yet in the lanes: arrays of bools (a mask per lane has no `bool` array), and the
+    # guessed search over a run-time table (the code generator guesses on constant grids only).
+    if _RUNTIME_NEAR_SEARCH.search(text) or _BOOL_ARRAY.search(text):
         return False
     if len(re.findall(r"\bint\b", text)) != len(_LANE_LOOP.findall(text)):
         return False
