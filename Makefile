@@ -5,6 +5,9 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 JOBS ?= 2
+# pytest workers (pytest-xdist): the suite is mostly compiling models, one compiler at a time
+# per worker, so one worker per core.
+TEST_JOBS ?= $(JOBS)
 
 .PHONY: all venv build cpp-test py-test test demo bench examples lint clean
 
@@ -14,7 +17,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "scikit-build-core>=0.10" "nanobind>=2.4" cmake ninja
-	$(PY) -m pip install -q "jax>=0.5,<0.11" "jaxlib>=0.5,<0.11" numpy scipy cvxopt "tqdm>=4.60" pytest hypothesis diffrax matplotlib blackjax ruff
+	$(PY) -m pip install -q "jax>=0.5,<0.11" "jaxlib>=0.5,<0.11" numpy scipy cvxopt "tqdm>=4.60" pytest "pytest-xdist>=3.5" hypothesis diffrax matplotlib blackjax ruff
 	touch $@
 
 venv: $(VENV)/.installed
@@ -28,10 +31,10 @@ build: venv
 cpp-test: venv
 	$(VENV)/bin/cmake -S . -B build/cpp -G Ninja -DSHOAL_BUILD_TESTS=ON >/dev/null
 	$(VENV)/bin/cmake --build build/cpp -j $(JOBS)
-	cd build/cpp && ../../$(VENV)/bin/ctest --output-on-failure
+	cd build/cpp && ../../$(VENV)/bin/ctest --output-on-failure -j $(JOBS)
 
 py-test: build
-	$(PY) -m pytest -q --durations=25 tests
+	$(PY) -m pytest -q -n $(TEST_JOBS) --durations=25 tests
 
 test: cpp-test py-test
 
