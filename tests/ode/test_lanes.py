@@ -337,6 +337,46 @@ def test_runtime_table_gradients_are_bit_identical():
     assert_same_solves(run)
 
 
+# A reaction network as modellers write it: a constant stoichiometry matrix times the rates, a
+# contraction above the code generator's table threshold (a loop over the matrix's nonzeros).
+_SPECIES, _REACTIONS = 20, 48
+_STOICH = np.zeros((_SPECIES, _REACTIONS))
+for _j in range(_REACTIONS):
+    _a, _b = _j % _SPECIES, (7 * _j + 3) % _SPECIES
+    _STOICH[_a, _j] -= 1.0
+    _STOICH[_b, _j] += 1.0 if _a != _b else 0.0
+
+
+def stoichiometric(y, t, p):
+    src = jnp.asarray([j % _SPECIES for j in range(_REACTIONS)])
+    rates = p[0] * (1.0 + 0.1 * jnp.arange(_REACTIONS, dtype=y.dtype)) * y[src] ** 1.5
+    return jnp.asarray(_STOICH, y.dtype) @ rates - p[1] * y
+
+
+def test_constant_stoichiometry_runs_in_the_lanes():
+    from shoal.ode._codegen.model_struct import generate_model
+    model = generate_model(stoichiometric, _SPECIES, 2, np.float64)
+    assert model.lane_arithmetic and "_columns[j]]" in model.source
+
+
+@pytest.mark.parametrize("method,sparsity", [("tsit5", None), ("rodas5p", "dense"),
+                                             ("rodas5p", "auto")])
+def test_constant_stoichiometry_is_bit_identical_and_right(method, sparsity):
+    rng = np.random.default_rng(11)
+    y0 = rng.uniform(0.5, 1.5, (11, _SPECIES))
+    p = np.stack([rng.uniform(0.5, 2.0, 11), rng.uniform(0.01, 0.1, 11)], 1)
+    ts = np.linspace(0.0, 2.0, 4)
+    options = {} if sparsity is None else {"sparsity": sparsity}
+    assert_same_solves(lambda lanes: solve(stoichiometric, y0, ts, p, method=method, rtol=1e-9,
+                                           atol=1e-11, lanes=lanes, **options))
+    from scipy.integrate import solve_ivp
+    ref = solve_ivp(lambda t, y: np.asarray(stoichiometric(jnp.asarray(y), t, p[2])), (0, 2.0),
+                    y0[2], t_eval=ts, method="DOP853", rtol=1e-12, atol=1e-13)
+    got = np.asarray(solve(stoichiometric, y0, ts, p, method=method, rtol=1e-9, atol=1e-11,
+                           **options))
+    np.testing.assert_allclose(got[2], ref.y.T, rtol=1e-6, atol=1e-8)
+
+
 # Integer arithmetic beside the floats, per lane: an integer parameter's floor division and
 # remainder, integer where/abs/sign/maximum, a bool converted both ways, a lax.switch on a
 # computed index (every branch evaluated, the taken one selected) and an integer table read.

@@ -99,22 +99,23 @@ def _dot_table(em, L, R, const_is_lhs, ldt, rdt, out_dtype, out_shape) -> Sym:
         ("int", f"{table}_columns", columns),
         ("int", f"{table}_rows", list(map(str, row_start))),
     ]
-    vec = em.fresh("operand")
-    items = ", ".join(em.render(x, vdt) for x in V.flat)
-    res = em.fresh("product")
-    em.lines += [
-        f"const T {vec}[{V.size}] = {{{items}}};",
-        f"T {res}[{nb * nk * nv}];",
-        f"for (int b = 0; b < {nb}; ++b) for (int k = 0; k < {nk}; ++k) "
-        f"for (int v = 0; v < {nv}; ++v) {{",
-        "  T acc = T(0);",
-        f"  for (int e = tab::{table}_rows[b * {nk} + k]; "
-        f"e < tab::{table}_rows[b * {nk} + k + 1]; ++e)",
-        f"    acc += T(tab::{table}_values[e]) * "
-        f"{vec}[(b * {nv} + v) * {nc} + tab::{table}_columns[e]];",
-        f"  {res}[(b * {nk} + k) * {nv} + v] = acc;",
-        "}",
-    ]
+    # One loop per (batch, column of the other operand) over the table's rows (i) and each
+    # row's nonzeros (j): indices the same in every SIMD lane, so it runs lane-wide.
+    vec = _array_view(V) or em.local_array("T", [em.render(x, vdt) for x in V.flat])
+    res = em.fresh("local")
+    em.lines.append(f"T {res}[{nb * nk * nv}];")
+    rows = f"tab::{table}_rows"
+    for b in range(nb):
+        for v in range(nv):
+            out = f"{res}[{b * nk * nv + v} + i * {nv}]"
+            em.lines += [
+                f"for (int i = 0; i < {nk}; ++i) {{",
+                f"  {out} = T(0);",
+                f"  for (int j = {rows}[{b * nk} + i]; j < {rows}[{b * nk} + i + 1]; ++j) "
+                f"{out} = {out} + T(tab::{table}_values[j]) * "
+                f"{vec}[{(b * nv + v) * nc} + tab::{table}_columns[j]];",
+                "}",
+            ]
     return _product(em, res, (nb, nk, nv), const_is_lhs, out_dtype, out_shape)
 
 

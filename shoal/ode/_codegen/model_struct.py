@@ -205,8 +205,11 @@ _TOKEN = re.compile(r"[A-Za-z_]\w*|\d[\d.]*(?:[eE][+-]?\d+)?|\S")
 # What a subscript may hold in the lanes: a constant, or an elementwise loop's index (the same in
 # every lane); a run-time index reads through gather().
 _SUBSCRIPT = re.compile(r"\[([^\[\]]*)\]")
-_LANE_SUBSCRIPT = re.compile(r"\d+|i|\d+(?: \+ [ij](?: \* \d+)?)+")
-_LANE_LOOP = re.compile(r"\bfor \(int ([ij]) = \d+; \1 < \d+; ")
+_LANE_SUBSCRIPT = re.compile(r"\d+|[ij]|\d+(?: \+ [ij](?: \* \d+)?)+|\d+ \+ i \+ 1")
+# Loops over constants, or over a constant table's row (contractions.py: j over row i's nonzeros).
+_LANE_LOOP = re.compile(r"\bfor \(int ([ij]) = (?:\d+|table\d+_rows\[\d+ \+ i\]); "
+                        r"\1 < (?:\d+|table\d+_rows\[\d+ \+ i \+ 1\]); ")
+_LOCAL_NAME = re.compile(r"(?:v|local)\d+|table\d+(?:_values|_columns|_rows)?")
 _CAST = re.compile(r"static_cast\s*<\s*(\w+)\s*>")
 _SPECIAL_CONSTANT = re.compile(r'__builtin_nan\(""\)|__builtin_huge_val\(\)')
 _RUNTIME_NEAR_SEARCH = re.compile(r"search_sorted_near\((?!table\d+,)")
@@ -236,7 +239,7 @@ def lane_arithmetic(body: list[str]) -> bool:
         return False
     for token in _TOKEN.findall(text):
         if token[0].isalpha() or token[0] == "_":
-            if token not in _LANE_NAMES and not re.fullmatch(r"(v|local|table)\d+", token):
+            if token not in _LANE_NAMES and not _LOCAL_NAME.fullmatch(token):
                 return False
         elif not (token[0].isdigit() or token in _LANE_OPERATORS):
             return False
