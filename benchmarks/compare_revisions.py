@@ -1,6 +1,6 @@
 """Two checkouts of shoal, one session: are the benchmarks' results bit-identical, and the times?
 
-For a refactor that must not change behaviour: runs only shoal's solves of the four benchmarks,
+For a refactor that must not change behaviour: runs only shoal's solves of the benchmarks below,
 with the configuration each benchmark uses, in two checkouts ("before", e.g. old main in a
 ``git worktree``, and "after"), and compares them.
 
@@ -11,6 +11,8 @@ with the configuration each benchmark uses, in two checkouts ("before", e.g. old
 * Gradients (``gradients.py``, table 1): the 8-variable ring with 1 and 8 parameters, N =
   --grad-n, T = --grad-t-end, Rodas5P and Tsit5; jit(loss) and jit(value_and_grad(loss)) with
   loss = sum_k sum_i y_i(T)^2, differentiated with respect to the parameters (N, n_params).
+* Wide state (``wide_state.py``): the 64-variable Duffing ring, Tsit5, lanes=0 and lanes=1,
+  N = --wide-n (a checkout older than that module needs a copy of it in its benchmarks/).
 
 The problem definitions (right-hand sides, y0, save times, parameters, tolerances, gains) are
 imported from each checkout's own benchmark module, so each side solves what its benchmark
@@ -57,7 +59,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 TAG = "@@compare_revisions@@ "
 SIDES = ("before", "after")
-PROBLEMS = ("lorenz", "robertson", "ring", "gradients")
+PROBLEMS = ("lorenz", "robertson", "ring", "gradients", "wide")
 TARGET_REQUEST_S = 0.25  # calls per timed request: as many as take about this long
 MAX_CALLS_PER_REQUEST = 50
 
@@ -160,6 +162,16 @@ def build_cases(cfg: dict) -> dict:
                 what = f"gradients {method} {k} param{'s' if k > 1 else ''}"
                 cases[f"grad_{method}_p{k}_value"] = (f"{what} value, N={n}", fv, p)
                 cases[f"grad_{method}_p{k}_vg"] = (f"{what} value_and_grad, N={n}", fg, p)
+    if "wide" in cfg["problems"]:
+        import wide_state as m
+
+        n = cfg["wide_n"]
+        y0, k = m.problem(n)
+        for lanes in (0, 1):
+            fn = _solve_fn(m.chain, y0, m.T_SPAN, method="tsit5", rtol=m.RTOL, atol=m.ATOL,
+                           lanes=lanes)
+            label = f"{m.N_VARS}-var Duffing ring Tsit5 lanes={lanes}, N={n}"
+            cases[f"wide_lanes{lanes}"] = (label, fn, jnp.asarray(k))
     return cases
 
 
@@ -349,6 +361,7 @@ def main(argv=None) -> int:
     ap.add_argument("--grad-n", type=int, default=None, help="default 1000 (100 quick)")
     ap.add_argument("--grad-t-end", type=float, default=None,
                     help="T of the gradient problems (default 1.0, gradients.py's; 0.5 quick)")
+    ap.add_argument("--wide-n", type=int, default=None, help="default 2048 (256 quick)")
     ap.add_argument("--quick", action="store_true", help="small sizes and 3 rounds: smoke run")
     ap.add_argument("--max-wait", type=float, default=0.0,
                     help="before each round wait up to this many seconds for other processes "
@@ -377,6 +390,7 @@ def main(argv=None) -> int:
         "ring_vars": args.ring_vars or (16 if q else 64),
         "grad_n": args.grad_n or (100 if q else 1000),
         "grad_t_end": args.grad_t_end or (0.5 if q else 1.0),
+        "wide_n": args.wide_n or (256 if q else 2048),
     }
     rounds = args.rounds or (3 if q else 5)
     if unknown := set(cfg["problems"]) - set(PROBLEMS):

@@ -55,6 +55,18 @@ struct Rotation {
   }
 };
 
+// y0 decays; y1' = p1 y1² blows up at t = 1 / (p1 y1(0)): with y1 weighted out of the norm, only
+// its going non-finite may reject a step (controller.hpp), and it must in every lane.
+struct BlowUp {
+  static constexpr int n_vars = 2;
+  static constexpr int n_params = 2;
+  template <class T>
+  static void rhs(const T* y, const T&, const T* p, T* dy) {
+    dy[0] = -p[0] * y[0];
+    dy[1] = p[1] * y[1] * y[1];
+  }
+};
+
 // Comparisons, libm and a switch at t = 1, with a dose at each stop and an event: the lanes run
 // it one at a time (as generated models that are not plain arithmetic do).
 struct Switched {
@@ -228,6 +240,45 @@ TEST(Lanes, PerLaneRightHandSideStopsJumpsEvents) {
   const auto st = check_lanes<Tsit5, Tsit5, Switched, double, 4>(e, tolerances(1e-9, 1e-9));
   EXPECT_TRUE(has(st, shoal::ode::kEvent));
   check_lanes<Rodas64, Rodas64, Switched, double, 8>(e, tolerances(1e-7, 1e-9));
+}
+
+TEST(Lanes, ErrorNormWeightsAtolAndComponents) {
+  // The norm runs in the lanes (lanes_error_norm.hpp): per-member weights with zeros (a
+  // component out of the mean), per-component atol, and a norm over the first components only,
+  // each bit-identical to the scalar norm.
+  Ensemble<Lorenz, double> e(37, 3.0, {1, 1, 1}, {10, 0, 8.0 / 3}, {10, 28, 8.0 / 3});
+  std::vector<double> weights(e.n_traj * 3), atol(e.n_traj * 3);
+  for (int m = 0; m < e.n_traj; ++m) {
+    for (int i = 0; i < 3; ++i) {
+      weights[m * 3 + i] = (m + i) % 4 == 0 ? 0.0 : 0.5 + 0.1 * ((m * 5 + i) % 7);
+      atol[m * 3 + i] = 1e-9 * (1 + (m * 3 + i) % 5);
+    }
+  }
+  e.args.weights = weights.data();
+  const auto o = tolerances(1e-8, 1e-8, 400);
+  check_lanes<Tsit5, Tsit5, Lorenz, double, 8>(e, o);
+  e.args.atol = atol.data();
+  check_lanes<Tsit5, Tsit5, Lorenz, double, 8>(e, o);
+  check_lanes<Rodas64, Rodas64, Lorenz, double, 4>(e, tolerances(1e-6, 1e-8, 400));
+  e.args.weights = nullptr;
+  auto first_two = o;
+  first_two.error_components = 2;
+  check_lanes<Tsit5, Tsit5, Lorenz, double, 8>(e, first_two);
+  e.args.atol = nullptr;
+  check_lanes<Tsit5, Tsit5, Lorenz, double, 16>(e, first_two);
+
+  // A component out of the mean that goes to infinity still rejects the step in each lane.
+  Ensemble<BlowUp, double> b(29, 2.0, {1, 1}, {1, 0.1}, {3, 3});
+  std::vector<double> decay_only(b.n_traj * 2);
+  for (int m = 0; m < b.n_traj; ++m) decay_only[m * 2] = 1.0 + 0.01 * m;
+  b.args.weights = decay_only.data();
+  const auto st = check_lanes<Tsit5, Tsit5, BlowUp, double, 8>(b, tolerances(1e-8, 1e-8, 3000));
+  EXPECT_TRUE(has(st, shoal::ode::kSuccess));
+  EXPECT_FALSE(std::all_of(st.begin(), st.end(), [](int32_t s) { return s == 0; }));
+  b.args.weights = nullptr;
+  auto decay_norm = tolerances(1e-8, 1e-8, 3000);
+  decay_norm.error_components = 1;
+  check_lanes<Tsit5, Tsit5, BlowUp, double, 8>(b, decay_norm);
 }
 
 TEST(Lanes, Rodas5PStiffBothLuPrecisions) {

@@ -164,6 +164,9 @@ struct Integration {
   T y[n];
   T t = T(0), h = T(0);
   Status status = kSuccess;
+  // How often y was set other than by accepting a step (the start, a stop's arrival): the lanes
+  // engine keeps y in its lanes and copies it from here only then.
+  uint32_t y_rewrites = 0;
 
   SHOAL_HD Integration(const Trajectory<T>& trajectory, const IntegrateOptions<T>& options,
                        IntegrateStats* statistics)
@@ -196,6 +199,7 @@ struct Integration {
       return;
     }
     for (int i = 0; i < n; ++i) y[i] = tr.y0[i];
+    ++y_rewrites;
     record(0, y);
     saved = 1;
 
@@ -266,8 +270,10 @@ struct Integration {
   template <class St>
   SHOAL_HD void complete_attempt(St& stepper, const T* y_new, const T* err) {
     const T norm = attempt_norm(y_new, err);
-    complete_attempt(stepper, y_new, err, norm,
-                     ctrl.takes_fifth_root() ? PidController<T>::root_of(norm) : T(0));
+    const T root = ctrl.takes_fifth_root() ? PidController<T>::root_of(norm) : T(0);
+    // The state's own norm is read only where a joint system's attempt is rejected.
+    const bool needs_state_norm = state_vars<Model>() < n && !PidController<T>::accepts(norm);
+    complete_attempt(stepper, y_new, norm, root, needs_state_norm ? state_norm(y_new, err) : T(0));
   }
 
   // The attempt's error norm; components outside it still may not go NaN or Inf.
@@ -278,12 +284,25 @@ struct Integration {
     }
     return norm;
   }
+  // A joint system's norm over its state components alone (with the state's weighted count):
+  // whether a rejection is the sensitivities' doing.
+  SHOAL_HD T state_norm(const T* y_new, const T* err) const {
+    constexpr int n_state = state_vars<Model>();
+    return error_norm(n_state, weighted_count(n_state, tr.weights), err, y, y_new, tr.weights,
+                      tr.atol, ctrl.opt);
+  }
   SHOAL_HD bool takes_fifth_root() const { return ctrl.takes_fifth_root(); }
+  // The components the norm covers ([0, error_components())) and the count it averages over, as
+  // set by begin() (the lanes engine computes the norm of all its lanes at once).
+  SHOAL_HD int error_components() const { return n_error; }
+  SHOAL_HD int error_count() const { return count; }
 
-  // The verdict given the attempt's norm (attempt_norm) and root = PidController::root_of(norm)
-  // where takes_fifth_root(): the lanes engine computes both for all its lanes first.
+  // The verdict given the attempt's norm (attempt_norm), root = PidController::root_of(norm)
+  // where takes_fifth_root(), and for a joint system whose attempt is rejected its state_norm:
+  // the lanes engine computes them for all its lanes first. y_new is read only when the norm
+  // accepts the attempt.
   template <class St>
-  SHOAL_HD void complete_attempt(St& stepper, const T* y_new, const T* err, T norm, T root) {
+  SHOAL_HD void complete_attempt(St& stepper, const T* y_new, T norm, T root, T state_norm) {
     const T* t_span = tr.t_span;
     const int n_save = tr.n_save;
     const bool accepted = PidController<T>::accepts(norm);
@@ -293,10 +312,7 @@ struct Integration {
       last_rejection_non_finite = !math::is_finite(norm);
       last_rejection_by_sensitivities = false;
       if constexpr (state_vars<Model>() < n) {
-        constexpr int n_state = state_vars<Model>();
-        last_rejection_by_sensitivities = PidController<T>::accepts(
-            error_norm(n_state, weighted_count(n_state, tr.weights), err, y, y_new, tr.weights,
-                       tr.atol, ctrl.opt));
+        last_rejection_by_sensitivities = PidController<T>::accepts(state_norm);
       }
       // Before any accepted step, an error that grew as h shrank is a transient the steps
       // cannot resolve (an L-stable step over it is accurate; the estimate is worst at
@@ -448,6 +464,7 @@ struct Integration {
       Model::template jump<T>(y, target, tr.p, jumped);
       for (int i = 0; i < n; ++i) y[i] = jumped[i];
     }
+    ++y_rewrites;
     t = math::next_after(target, inf());
     while (next_stop < tr.n_tstops && !(tr.tstops[next_stop] > t)) ++next_stop;
     const bool more = next_stop < tr.n_tstops && tr.tstops[next_stop] < t_final;

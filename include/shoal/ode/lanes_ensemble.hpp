@@ -4,17 +4,21 @@
 //
 // Lock-step only where it is cheap. Each lane runs its own Integration (integrate.hpp): its own
 // t, h, controller history, accept/reject verdict, save cursor, stops, events and status, in
-// the scalar statements the scalar path runs. Only step() (the stages) is shared: the engine
-// gathers the lanes' (y, t, h), steps them together, and hands each lane its y_new and error
-// estimate back. A lane whose trajectory ends is refilled at once from the work queue
-// (ShoalWorkQueue), so members whose step counts differ by orders of magnitude do not leave
-// lanes idle; only the queue's last trajectories run with lanes empty.
+// the scalar statements the scalar path runs. What is arithmetic on the whole state runs in the
+// lanes: the stages (step()), the error norms (lanes_error_norm.hpp), and accepting a step (y and
+// the stepper's FSAL stage by selects). The state y stays in the lanes between steps; a lane's
+// Integration hands its y over only when it set it otherwise (its start, a stop's jump), and
+// receives its y_new only when the norm accepts the attempt. A lane whose trajectory ends is
+// refilled at once from the work queue (ShoalWorkQueue), so members whose step counts differ by
+// orders of magnitude do not leave lanes idle; only the queue's last trajectories run with lanes
+// empty.
 //
 // Bit-identical to the scalar path: every lane operation is the scalar operation (simd/lanes.hpp),
 // a model that is not plain arithmetic runs its right-hand side lane by lane (rhs_per_lane), the
-// dense LU pivots per lane by the scalar rule (linalg/dense_lu_lanes.hpp), and what the stepper
-// does outside step() (init, dense output, accept) runs on one lane as a scalar stepper.
-// An idle lane steps stale values whose results nobody reads.
+// dense LU pivots per lane by the scalar rule (linalg/dense_lu_lanes.hpp), the norms repeat the
+// scalar norm's operations lane-wise, and what the stepper does outside step() and accept (init,
+// dense output) runs on one lane as a scalar stepper. An idle lane steps stale values whose
+// results nobody reads.
 #pragma once
 
 #include <memory>
@@ -23,6 +27,7 @@
 #include "shoal/linalg/dense_lu_lanes.hpp"
 #include "shoal/ode/ensemble.hpp"
 #include "shoal/ode/integrate.hpp"
+#include "shoal/ode/lanes_error_norm.hpp"
 #include "shoal/simd/lanes.hpp"
 
 namespace shoal {
@@ -86,6 +91,7 @@ void solve_range_lanes(const ShoalEnsembleArgs& a, int64_t begin, int64_t end) {
     T p[np > 0 ? np : 1];
     IntegrateStats stats;
     std::optional<Run> run;
+    uint32_t y_rewrites = 0;  // run->y_rewrites when y was last copied into the lanes
   };
   // The working state lives on the heap, allocated once per call: W lanes of a dense LU of n
   // variables are W · 8n² bytes, beyond a worker thread's stack already at n = 400.
@@ -95,7 +101,8 @@ void solve_range_lanes(const ShoalEnsembleArgs& a, int64_t begin, int64_t end) {
     Scalar scratch;
     // A lane no trajectory has used yet steps (0, t = 0, h = 1): defined values, results unread.
     L y[n]{}, t{}, h{T(1)}, p[np > 0 ? np : 1]{}, y_new[n], err[n];
-    T yn[W][n], e[W][n], norm[W], root[W];
+    LaneTolerances<T, W, n> tol{};
+    T yn[n], norm[W], root[W], state_norm[W];
   };
   const std::unique_ptr<State> state(new State());
   Slot* slots = state->slots;
@@ -103,10 +110,11 @@ void solve_range_lanes(const ShoalEnsembleArgs& a, int64_t begin, int64_t end) {
   Scalar& scratch = state->scratch;
   L *y = state->y, &t = state->t, &h = state->h, *p = state->p;
   L *y_new = state->y_new, *err = state->err;
-  auto& yn = state->yn;
-  auto& e = state->e;
-  T *norm = state->norm, *root = state->root;
+  LaneTolerances<T, W, n>& tol = state->tol;
+  T *yn = state->yn, *norm = state->norm, *root = state->root, *state_norm = state->state_norm;
   int scratch_lane = -1;
+  int n_error = n;  // the same for every trajectory (the options')
+  constexpr int n_state = state_vars<Model>();
   int64_t next = begin, last = end;
 
   auto view = [&](int l) { return View{&stepper, &scratch, &scratch_lane, l}; };
@@ -135,6 +143,10 @@ void solve_range_lanes(const ShoalEnsembleArgs& a, int64_t begin, int64_t end) {
       s.run.emplace(tr, opt, &s.stats);
       View v = view(l);
       s.run->begin(v);
+      n_error = s.run->error_components();
+      tol.set_lane(l, tr.weights, tr.atol, s.run->error_count(),
+                   weighted_count(n_state, tr.weights));
+      s.y_rewrites = s.run->y_rewrites - 1;  // y is copied into the lanes before its first step
       if (s.run->next_attempt(v)) return true;
       finish(l);
     }
@@ -148,35 +160,48 @@ void solve_range_lanes(const ShoalEnsembleArgs& a, int64_t begin, int64_t end) {
     ++vector_steps;
     lane_steps += active;
     for (int l = 0; l < W; ++l) {
-      const Slot& s = slots[l];
+      Slot& s = slots[l];
       if (s.m < 0) continue;
-      for (int i = 0; i < n; ++i) y[i].set(l, s.run->y[i]);
+      if (s.y_rewrites != s.run->y_rewrites) {
+        for (int i = 0; i < n; ++i) y[i].set(l, s.run->y[i]);
+        s.y_rewrites = s.run->y_rewrites;
+      }
       t.set(l, s.run->t);
       h.set(l, s.run->h);
     }
     stepper.step(y, t, h, p, y_new, err);
     scratch_lane = -1;
-    // The verdicts: each lane's error norm, then the controller's fifth roots of all lanes at
-    // once (a loop the compiler vectorises), then each lane's own statements.
-    for (int l = 0; l < W; ++l) {
-      const Slot& s = slots[l];
-      norm[l] = T(1);
-      if (s.m < 0) continue;
-      for (int i = 0; i < n; ++i) {
-        yn[l][i] = y_new[i][l];
-        e[l][i] = err[i][l];
-      }
-      norm[l] = s.run->attempt_norm(yn[l], e[l]);
+    // The verdicts: every lane's error norms at once, then the controller's fifth roots of all
+    // lanes (a loop the compiler vectorises), then each lane's own statements.
+    const L norms = lanes_attempt_norm<T, W, n>(n_error, err, y, y_new, tol, opt.controller);
+    for (int l = 0; l < W; ++l) norm[l] = norms[l];
+    if constexpr (n_state < n) {
+      const L state_norms =
+          lanes_error_norm<T, W, n>(n_state, tol.state_count, err, y, y_new, tol, opt.controller);
+      for (int l = 0; l < W; ++l) state_norm[l] = state_norms[l];
     }
     if (fifth_roots) {
       for (int l = 0; l < W; ++l) root[l] = PidController<T>::root_of(norm[l]);
     }
+    typename L::Mask accepted_lanes{};
+    for (int l = 0; l < W; ++l) {
+      Slot& s = slots[l];
+      if (s.m < 0) continue;
+      if (PidController<T>::accepts(norm[l])) {
+        for (int i = 0; i < n; ++i) yn[i] = y_new[i][l];
+      }
+      View v = view(l);
+      s.run->complete_attempt(v, yn, norm[l], fifth_roots ? root[l] : T(0),
+                              n_state < n ? state_norm[l] : T(0));
+      accepted_lanes[l] = v.accepted ? -1 : 0;
+    }
+    // The accepted lanes move on (as each lane's Integration did), before any lane restarts.
+    for (int i = 0; i < n; ++i) y[i] = select(accepted_lanes, y_new[i], y[i]);
+    stepper.accept_lanes(accepted_lanes);
     for (int l = 0; l < W; ++l) {
       Slot& s = slots[l];
       if (s.m < 0) continue;
       View v = view(l);
-      s.run->complete_attempt(v, yn[l], e[l], norm[l], fifth_roots ? root[l] : T(0));
-      if (v.accepted) stepper.accept_lane(l);
       if (s.run->next_attempt(v)) continue;
       finish(l);
       if (!refill(l)) --active;

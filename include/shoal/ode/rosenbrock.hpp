@@ -99,7 +99,8 @@ struct Rosenbrock {
     }
     template <class LanesStepper>
     void store_init_lane(LanesStepper&, int) const {}
-    void accept_lane(int) {}
+    template <class Mask>
+    void accept_lanes(const Mask&) {}
 
     // Dense output inside the last attempted step, from its start y (θ in [0, 1]).
     SHOAL_HD void interpolate(const T* y, T, T theta, T* out) const {

@@ -122,7 +122,7 @@ struct Tsit5 {
 
   // The lanes engine (lanes_ensemble.hpp), where this stepper's T is simd::Lanes: lane l's
   // step as a scalar stepper (for its dense output), a scalar stepper's init() put into lane l,
-  // and accept() in lane l alone.
+  // and accept() in the lanes a mask selects.
   template <class LanesStepper>
   void load_lane(const LanesStepper& from, int l) {
     for (int s = 0; s < Tab::stages; ++s)
@@ -132,8 +132,9 @@ struct Tsit5 {
   void store_init_lane(LanesStepper& to, int l) const {
     for (int i = 0; i < n; ++i) set_lane(to.k[0][i], l, k[0][i]);
   }
-  void accept_lane(int l) {
-    for (int i = 0; i < n; ++i) set_lane(k[0][i], l, lane(k[Tab::stages - 1][i], l));
+  template <class Mask>
+  void accept_lanes(const Mask& accepted) {
+    for (int i = 0; i < n; ++i) k[0][i] = select(accepted, k[Tab::stages - 1][i], k[0][i]);
   }
 
   // Dense output inside the last attempted step: y(t + θh) from its start y, 0 ≤ θ ≤ 1.
