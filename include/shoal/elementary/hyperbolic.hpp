@@ -15,15 +15,22 @@
 //   TwoSums (exact) and the tails and the TwoSums' errors summed last: the result is the rounding
 //   of a double-double accurate to <~ 2^k · 4e-18 absolute, against a result >= sinh(1/4) =
 //   0.2526 (k = 0), >= 0.37 (k = 1), >= 2^(k−2) beyond: < 0.1 ulp.
-//   tanh a = sinh a / cosh a from the two double-doubles (the series normalized by Fast2Sum
-//   below 1/4; both share one reduction; a clamped to 22, where tanh = 1 − 1.6e-19 rounds to
-//   1): q = fl(N/D), then one correction q + ((N_hi − q D_hi) + N_lo − q D_lo) / D_hi with q D_hi
-//   exact (Dekker's product, Veltkamp split, no FMA) and N_hi − q D_hi exact (Sterbenz): the
-//   quotient's error is that of N and D (<~ 2^-57) plus the final rounding.
+//   tanh a = E / (E + 2), E = e^(2a) − 1, from ONE exponential (a network's activation: half the
+//   work of sinh/cosh): 2a is exact, reduced as exp.hpp reduces (2a = k ln2 + r + r_lo, a clamped
+//   to 22, where tanh = 1 − 1.6e-19 rounds to 1, so k <= 64), e^r − 1 = p_hi + p_lo from
+//   expm1.hpp's double-double, then E = (2^k − 1) + 2^k p_hi + 2^k p_lo by TwoSums (exact; as in
+//   expm1, no sum cancels beyond a factor ~3.5) and D = E + 2 likewise, both normalized
+//   double-doubles accurate to <~ 2^-57 relative; for k = 0 (a < ln2/4) E is p itself, accurate
+//   relative to a however small a is. q = fl(E/D), then one correction
+//   q + ((E_hi − q D_hi) + E_lo − q D_lo) / D_hi with q D_hi exact (Dekker's product, Veltkamp
+//   split, no FMA) and E_hi − q D_hi exact (Sterbenz): the quotient's error is that of E and D
+//   plus the final rounding. Below 2^-27, tanh x = x − x³/3 rounds to x, returned as is (so a
+//   subnormal never meets Dekker's product).
 // Error: measured max sinh 0.584 ulp (x = −0.3473: k = 1, r ~ −ln2/2), cosh 0.532 ulp,
-// tanh 0.556 ulp (x ~ 0.2495, the series' end) (tests/cpp/test_elementary_hyperbolic.cc and
-// one-off runs of 3 M points on [−6, 6], against sinhl/coshl/tanhl); float (computed in double,
-// rounded once): 0.5 ulp + 2^-29.
+// tanh 0.586 ulp (x = 0.17348, just past ln2/4: k = 1, r ~ −ln2/2, E = 1 + 2p doubling p's
+// error) (tests/cpp/test_elementary_hyperbolic.cc and one-off runs of 3–4 M points on [−6, 6]
+// and [0.15, 0.3], against sinhl/coshl/tanhl); float (computed in double, rounded once): 0.5 ulp
+// + 2^-29.
 // Special values (C99 F.10.2): sinh(±0) = ±0, sinh(±inf) = ±inf, cosh(±0) = 1, cosh(±inf) = +inf,
 // tanh(±0) = ±0, tanh(±inf) = ±1, NaN -> NaN; tiny x: sinh x = tanh x = x; overflow of sinh,
 // cosh (|x| > 710.4758...) -> ±inf, +inf.
@@ -146,21 +153,21 @@ template <class V>
 SHOAL_INLINE V tanh_double(V x) {
   using O = Ops<V>;
   const V a = magnitude(x);
-  const V ac = O::select(O::le(a, V(22.0)), a, V(22.0));
-  const typename O::Int is_small = O::lt(a, V(0.25));
-  // Numerator and denominator as normalized double-doubles (a common factor 2^(k−1) dropped).
-  const V a2 = a * a;
-  const DD<V> ns = fast_two_sum(a, a * (a2 * sinh_series(a2)));
-  const DD<V> ds = fast_two_sum(V(1.0), a2 * cosh_series(a2));
-  const Halves<V> h = halves(ac);
-  const DD<V> nl = combine(h, V(-1.0));
-  const DD<V> dl = combine(h, V(1.0));
-  const V n_hi = O::select(is_small, ns.hi, nl.hi), n_lo = O::select(is_small, ns.lo, nl.lo);
-  const V d_hi = O::select(is_small, ds.hi, dl.hi), d_lo = O::select(is_small, ds.lo, dl.lo);
-  const V q = n_hi / d_hi;
-  const DD<V> qd = two_prod(q, d_hi);
-  const V rem = ((n_hi - qd.hi) - qd.lo) + (n_lo - q * d_lo);
-  const V y = with_sign_of(q + rem / d_hi, x);
+  const V ac = O::select(O::le(a, V(22.0)), a, V(22.0));  // NaN too: replaced below
+  const exp_detail::Reduced<V> red = exp_detail::reduce(ac + ac);
+  const DD<V> p = expm1_detail::expm1_reduced(red.r, red.r_lo);
+  // E = e^(2a) − 1 and D = E + 2 as normalized double-doubles (2^k p_hi is exact).
+  const V scale = two_to<V>(red.k);
+  const DD<V> ones = two_sum(scale, V(-1.0));
+  const DD<V> lead = two_sum(ones.hi, scale * p.hi);
+  const DD<V> e = fast_two_sum(lead.hi, (lead.lo + ones.lo) + scale * p.lo);
+  const DD<V> d_lead = two_sum(V(2.0), e.hi);
+  const DD<V> d = fast_two_sum(d_lead.hi, d_lead.lo + e.lo);
+  const V q = e.hi / d.hi;
+  const DD<V> qd = two_prod(q, d.hi);
+  const V rem = ((e.hi - qd.hi) - qd.lo) + (e.lo - q * d.lo);
+  const V quotient = q + rem / d.hi;
+  const V y = with_sign_of(O::select(O::lt(a, V(0x1p-27)), a, quotient), x);
   return O::select(O::eq(x, x), y, x + x);
 }
 
