@@ -1,6 +1,7 @@
 // erf, erfc for double and float, scalars and lanes, the same bits everywhere (elementary/ops.hpp).
 //
-// Algorithm (double), a = |x|. Every lane computes both parts below; masks choose.
+// Algorithm (double), a = |x|. Lanes on both sides of 0.5 compute both parts below and masks
+// choose; where all are on one side (always, one at a time) only that part runs.
 //   |x| < 0.5: erf x = x + x P(x²), P(t) = (2/√π − 1) + t Q(t), Q = Σ_{n=1..13} b_n t^(n−1),
 //   b_n = (2/√π)(−1)^n / (n! (2n + 1)) the Taylor coefficients rounded to double (mpmath); the
 //   series alternates, so the truncation is below the first omitted term, 2/√π 0.25^14/(14! 29)
@@ -39,7 +40,7 @@
 // Special values (C99 F.10.5.1, F.10.5.2): erf(±0) = ±0, erf(±inf) = ±1, erfc(±0) = 1,
 // erfc(+inf) = +0, erfc(−inf) = 2, NaN -> NaN; erf rounds to ±1 beyond 5.92, erfc to 2 below
 // −5.92; erfc(x) = +0 for x > 27.226 (complete underflow); tiny x: erf x = x (2/√π) rounded.
-// Cost: one division, ~270 flops and ~100 selects (both parts in every lane).
+// Cost: one division, ~270 flops and ~100 selects where both parts run.
 #pragma once
 
 #include "shoal/config.hpp"
@@ -189,15 +190,22 @@ SHOAL_INLINE V clamp(V a) {
   return O::select(O::lt(a, V(0.5)), V(0.5), O::select(O::le(a, V(27.5)), a, V(27.5)));
 }
 
+// erf where |x| >= 0.5 (and NaN), from erfc_core.
 template <class V>
-SHOAL_INLINE V erf_double(V x) {
+SHOAL_INLINE V erf_large(V x, V a) {
   using O = Ops<V>;
-  const V a = abs_value(x);
   const Scaled<V> c = erfc_core(clamp(a));
   // 1 − erfc a: 2^k hi exact wherever it matters (a < 6; beyond, erf rounds to 1).
   const DD<V> d = fast_two_sum(V(1.0), V(0.0) - exp_detail::scale(c.hi, c.k));
   const V big = d.hi + (d.lo - exp_detail::scale(c.lo, c.k));
   const V large = O::select(O::lt(x, V(0.0)), V(0.0) - big, big);
+  return O::select(O::eq(x, x), large, x + x);
+}
+
+// erf where |x| < 0.5, from the series.
+template <class V>
+SHOAL_INLINE V erf_small(V x, V a) {
+  using O = Ops<V>;
   // |x| < 2^-960 is scaled by 2^100 first (x P(x²) is then x P(0), linear in x), so that Dekker's
   // product does not underflow; the result is scaled back with one more rounding where it is
   // subnormal. ±0 kept as they are (the sum would give +0 for −0).
@@ -206,25 +214,43 @@ SHOAL_INLINE V erf_double(V x) {
   const DD<V> xp = erf_small_part(xs);
   const DD<V> sm = two_sum(xs, xp.hi);
   const V unscale = O::select(tiny, V(0x1p-100), V(1.0));
-  const V small = O::select(O::eq(x, V(0.0)), x, (sm.hi + (sm.lo + xp.lo)) * unscale);
-  return O::select(O::lt(a, V(0.5)), small, O::select(O::eq(x, x), large, x + x));
+  return O::select(O::eq(x, V(0.0)), x, (sm.hi + (sm.lo + xp.lo)) * unscale);
 }
 
 template <class V>
-SHOAL_INLINE V erfc_double(V x) {
-  using O = Ops<V>;
+SHOAL_INLINE V erf_double(V x) {
   const V a = abs_value(x);
+  return by_part<V>(Ops<V>::lt(a, V(0.5)), [&] { return erf_small(x, a); },
+                    [&] { return erf_large(x, a); });
+}
+
+// erfc where |x| >= 0.5 (and NaN), from erfc_core.
+template <class V>
+SHOAL_INLINE V erfc_large(V x, V a) {
+  using O = Ops<V>;
   const Scaled<V> c = erfc_core(clamp(a));
   const V positive = exp_detail::scale(c.hi + c.lo, c.k);
   const DD<V> d = fast_two_sum(V(2.0), V(0.0) - exp_detail::scale(c.hi, c.k));
   const V negative = d.hi + (d.lo - exp_detail::scale(c.lo, c.k));
-  // 1 − x − (xp.hi + xp.lo): 1 − x exactly as s.hi + s.lo, then minus xp.hi exactly.
+  const V large = O::select(O::lt(x, V(0.0)), negative, positive);
+  return O::select(O::eq(x, x), large, x + x);
+}
+
+// erfc where |x| < 0.5: 1 − x − (xp.hi + xp.lo), 1 − x exactly as s.hi + s.lo, then minus xp.hi
+// exactly.
+template <class V>
+SHOAL_INLINE V erfc_small(V x) {
   const DD<V> xp = erf_small_part(x);
   const DD<V> s = fast_two_sum(V(1.0), V(0.0) - x);
   const DD<V> sd = two_sum(s.hi, V(0.0) - xp.hi);
-  const V small = sd.hi + ((sd.lo + s.lo) - xp.lo);
-  const V large = O::select(O::lt(x, V(0.0)), negative, positive);
-  return O::select(O::lt(a, V(0.5)), small, O::select(O::eq(x, x), large, x + x));
+  return sd.hi + ((sd.lo + s.lo) - xp.lo);
+}
+
+template <class V>
+SHOAL_INLINE V erfc_double(V x) {
+  const V a = abs_value(x);
+  return by_part<V>(Ops<V>::lt(a, V(0.5)), [&] { return erfc_small(x); },
+                    [&] { return erfc_large(x, a); });
 }
 
 }  // namespace erf_detail

@@ -17,6 +17,7 @@
 //   sqrt              the hardware's correctly rounded square root (IEEE, so the same bits);
 //   any               whether any lane of a mask is set;
 //   per_lane(x, f)    f applied to each lane's scalar (the slow paths).
+// by_part(m, first, second) below runs a function's two parts only where lanes need them.
 #pragma once
 
 #include "shoal/config.hpp"
@@ -133,6 +134,20 @@ struct Format<float> {
   static constexpr int mant_bits = 23;
   static constexpr int bias = 127;
 };
+
+// first() where mask m is set, second() elsewhere, for a function made of two costly parts (erf's
+// series and its exponential): where every lane is on one side (always, for a scalar) only that
+// part runs, else both and a select. The same bits either way, since each part computes each
+// lane from that lane's argument alone. One at a time (lanes=1, the GPU) it saves the part not
+// taken; but a branch keeps the compiler from vectorising a scalar loop over the function
+// (sinh's throughput on lanes=1 went from 9.5 to 40 ns a value with it: not used there).
+template <class V, class First, class Second>
+SHOAL_INLINE V by_part(typename Ops<V>::Int m, First first, Second second) {
+  using O = Ops<V>;
+  if (!O::any(~m)) return first();
+  if (!O::any(m)) return second();
+  return O::select(m, first(), second());
+}
 
 // 2^k for an integer k in [1 − bias, bias] (a normal power of two), built from its bits.
 template <class V>
