@@ -14,7 +14,7 @@
 //           e² (1 + O(e)) plus ~2.5 u of rounding (u = 2^-53; the fifth_root.hpp analysis with
 //           k = 3): |e1| <= (9.3e-6 + 2u)² (1.0001) + 2.5 u < 8.7e-11 + 3e-16 < 9e-11.
 //   Final, corrected step: y1³ − t is formed exactly up to ~2^-104 relative: y1² = S + S_lo
-//           (Dekker's product, Veltkamp split, no FMA), y1 S = C + C_lo (Dekker again), C − t
+//           (two_prod: exact, by a fused multiply-add), y1 S = C + C_lo (Dekker again), C − t
 //           exact (Sterbenz: C/t = 1 + O(3e-10)), so res = ((C − t) + C_lo) + y1 S_lo; then
 //           y = fl(y1 − res / (3 S)). In exact arithmetic y1 − (y1³ − t)/(3 y1²) has relative
 //           error e1² (1 + O(e1)) < 8.1e-21 = 2^-66.7; the correction res/(3S) (<= 3e-10 y) is

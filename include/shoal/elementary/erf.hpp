@@ -5,7 +5,7 @@
 //   |x| < 0.5: erf x = x + x P(x²), P(t) = (2/√π − 1) + t Q(t), Q = Σ_{n=1..13} b_n t^(n−1),
 //   b_n = (2/√π)(−1)^n / (n! (2n + 1)) the Taylor coefficients rounded to double (mpmath); the
 //   series alternates, so the truncation is below the first omitted term, 2/√π 0.25^14/(14! 29)
-//   = 1.7e-21 (2^-68 of erf). x² = s + s_lo exactly (Dekker's product, Veltkamp split, no FMA),
+//   = 1.7e-21 (2^-68 of erf). x² = s + s_lo exactly (two_prod, by a fused multiply-add),
 //   2/√π − 1 a double-double, P summed as a double-double pm + pl (TwoSum) with s_lo Q in the
 //   tail; x pm exactly (Dekker) and x + x P by a TwoSum: one final rounding, the errors left
 //   those of t Q (b_1's rounding and Horner's last addition, ~2^-55 of Q, times x s <= 1/8).

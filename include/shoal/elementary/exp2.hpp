@@ -4,7 +4,7 @@
 // Algorithm (double). x = k + f with k = round(x) (ties to even), f = x − k exact, |f| <= 1/2.
 //   2^f = e^(f ln2): f ln2 is formed as r + r_lo to ~2^-105 relative with ln2 = L_hi + L_lo
 //   (L_hi = ln2 rounded to double, L_lo the next 53 bits, from mpmath), f L_hi exactly by
-//   Dekker's product (Veltkamp split, no FMA) as r + its error, f L_lo rounded (2^-56 relative
+//   an exact product (two_prod) as r + its error, f L_lo rounded (2^-56 relative
 //   below) added to the error in r_lo (|r_lo| <~ ulp(r)/2; r alone starts the polynomial); |r| <= ln2/2 — the reduced range of exp.hpp, whose polynomial is reused:
 //   e^r = 1 + r + r² q(r) + r_lo (1 + r), 1 + r exact as head + tail, one rounding, then the
 //   exact scaling by 2^k (exp_detail::scale: two normal powers of two; a subnormal result is

@@ -7,7 +7,7 @@
 //   the dropped r_lo²/2 is below 2^-110), c(r) = Σ r^n/(n+3)!, n = 0..12, the Taylor coefficients 1/n!
 //   rounded to double, summed by Estrin's scheme (1/6 added last): truncation below r^16/16! < 2.2e-21 for |r| <= 0.3466, 2^-68 relative to
 //   the smallest result there (0.29).
-//   r² is formed exactly as rr_hi + rr_lo (Dekker's product, Veltkamp split: no FMA), so
+//   r² is formed exactly as rr_hi + rr_lo (two_prod, by a fused multiply-add), so
 //   p = e^r − 1 is carried as ph + pl with ph = fl(r + rr_hi/2) (Fast2Sum, exact error) and all
 //   the small terms in pl: the rounding errors left are those of pl, |pl| <~ 2^-53 |ph| + |r³|/6
 //   <= 0.0072: r³ c(r) with ~2 u relative error and three additions at ulp(0.007)/2, together

@@ -7,8 +7,8 @@
 //   f = m − 1 exactly (Sterbenz), s = f / (2 + f) with |s| <= (√2 − 1)/(√2 + 1) = 0.1716, and
 //   ln m = 2 atanh s = 2s + s z P(z), z = s², P(z) = Σ_{j>=0} 2 z^j / (2j + 3).
 //   s is carried as sh + sl: 2 + f = d + d_lo exactly (Fast2Sum), sh = f (1/d) (within ~1 ulp
-//   of f/d), and the residual f − sh (d + d_lo) is formed exactly (Dekker's product with
-//   Veltkamp's split, no FMA, then Sterbenz), so sl = residual (1/d) leaves s with a relative
+//   of f/d), and the residual f − sh (d + d_lo) is formed exactly (two_prod, by a fused
+//   multiply-add, then Sterbenz), so sl = residual (1/d) leaves s with a relative
 //   error ~2^-102. One division.
 //   2 atanh(sh + sl) = 2 atanh(sh) + 2 sl/(1 − z) (z = sh², 1/(1 − z) to z³; sl² neglected,
 //   < 2^-100), and 2 atanh(sh) = 2 sh + sh³ (2/3 + (2/5) z) + sh⁷ Q(z), Q(z) = Σ_{j=0..9}

@@ -15,6 +15,7 @@
 //   ilt ieq           comparisons of integers, as masks;
 //   to_value          an integer (|i| < 2^52 or 2^23) to the value, exactly;
 //   sqrt              the hardware's correctly rounded square root (IEEE, so the same bits);
+//   fma               a b + c with one rounding (IEEE; asked for explicitly, never contracted);
 //   any               whether any lane of a mask is set;
 //   per_lane(x, f)    f applied to each lane's scalar (the slow paths).
 // by_part(m, first, second) below runs a function's two parts only where lanes need them.
@@ -91,6 +92,19 @@ struct ScalarOps {
       return __builtin_sqrtf(x);
     } else {
       return __builtin_sqrt(x);
+    }
+#endif
+  }
+  // a b + c rounded once (IEEE fusedMultiplyAdd): the hardware's where it has one, else libm's
+  // exact emulation: the same bits either way.
+  SHOAL_INLINE static T fma(T a, T b, T c) {
+#if defined(__CUDACC_RTC__) || defined(__CUDA_ARCH__)
+    return ::fma(a, b, c);
+#else
+    if constexpr (sizeof(T) == 4) {
+      return __builtin_fmaf(a, b, c);
+    } else {
+      return __builtin_fma(a, b, c);
     }
 #endif
   }

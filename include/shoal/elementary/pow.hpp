@@ -3,7 +3,7 @@
 //
 // Algorithm (double). |x|^y = exp(y ln|x|):
 //   ln|x| = hi + lo from log.hpp's double-double core (relative error ≲ 2^-68);
-//   y ln|x| = p + p_lo: y hi by Dekker's product (Veltkamp's split, no FMA), exact, plus y lo;
+//   y ln|x| = p + p_lo: y hi by two_prod (a fused multiply-add), exact, plus y lo;
 //   y is first clamped to |y| <= 2^65 (beyond it |y ln|x|| >= 2^12 for every x ≠ 1, so the
 //   result over- or underflows either way, and the split cannot overflow);
 //   exp(p + p_lo): exp.hpp's reduction of p alone (p = k ln2 + r + r_lo), δ = r_lo + p_lo

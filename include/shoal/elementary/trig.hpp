@@ -28,7 +28,7 @@
 //     so its roundings are negligible. h = r + t with its error kept exactly (Fast2Sum), and
 //     h + ((r − h) + t + lo) rounded once is the result.
 //   cos r = w + tail: w = 1 − z/2 with its rounding error kept exactly (Fast2Sum), r² formed
-//     exactly (Veltkamp/Dekker, no FMA) so that z's rounding error joins the tail; tail adds
+//     exactly (two_prod) so that z's rounding error joins the tail; tail adds
 //     z² C(z) − r (1 − z/6) r_lo, C the Taylor series of (cos r − 1 + r²/2)/r⁴ to r^20/20!
 //     (truncation < 2^-79). One final rounding; the tail's error is < 0.05 ulp.
 //   S and C are summed by Estrin's scheme (3 and 4 multiply-add levels deep instead of 8 and

@@ -20,6 +20,9 @@
 #pragma once
 
 #ifndef SHOAL_DEVICE_COMPILE
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -297,6 +300,35 @@ struct elementary::Ops<simd::Lanes<T, W>> {
         r.v[l] = __builtin_sqrtf(x.v[l]);
       } else {
         r.v[l] = __builtin_sqrt(x.v[l]);
+      }
+    }
+    return r;
+  }
+  // a b + c with one rounding per lane: one instruction where the lanes fill one register (g++
+  // would split a loop of __builtin_fma into 256-bit halves under -march's preferred width).
+  static L fma(const L& a, const L& b, const L& c) {
+#if defined(__AVX512F__)
+    if constexpr (sizeof(L) == 64) {
+      if constexpr (sizeof(T) == 8) return L::of(_mm512_fmadd_pd(a.v, b.v, c.v));
+      if constexpr (sizeof(T) == 4) return L::of(_mm512_fmadd_ps(a.v, b.v, c.v));
+    }
+#endif
+#if defined(__FMA__)
+    if constexpr (sizeof(L) == 32) {
+      if constexpr (sizeof(T) == 8) return L::of(_mm256_fmadd_pd(a.v, b.v, c.v));
+      if constexpr (sizeof(T) == 4) return L::of(_mm256_fmadd_ps(a.v, b.v, c.v));
+    }
+    if constexpr (sizeof(L) == 16) {
+      if constexpr (sizeof(T) == 8) return L::of(_mm_fmadd_pd(a.v, b.v, c.v));
+      if constexpr (sizeof(T) == 4) return L::of(_mm_fmadd_ps(a.v, b.v, c.v));
+    }
+#endif
+    L r;
+    for (int l = 0; l < W; ++l) {
+      if constexpr (sizeof(T) == 4) {
+        r.v[l] = __builtin_fmaf(a.v[l], b.v[l], c.v[l]);
+      } else {
+        r.v[l] = __builtin_fma(a.v[l], b.v[l], c.v[l]);
       }
     }
     return r;
