@@ -459,7 +459,11 @@ def _build_prelude(src: Path, output: Path, optimization: str) -> None:
     exe, _ = find_compiler()
     flags = [f for f in compiler_flags(optimization) if f != "-shared"]
     cmd = [exe, *flags, "-x", "c++-header", f"-I{include_dir()}", str(src), "-o", str(output)]
-    proc = _run(cmd, compile_timeout())
+    try:
+        proc = _run(cmd, compile_timeout())
+    except subprocess.TimeoutExpired:  # the caller compiles without it
+        raise CompileError(f"precompiling {src} did not finish within {compile_timeout():g} s "
+                           "and was stopped") from None
     if proc.returncode != 0:
         raise CompileError(f"precompiling {src} failed: {_tail(proc.stdout, proc.stderr)}")
 

@@ -100,8 +100,13 @@ def fake_cxx(tmp_path, monkeypatch):
     script = tmp_path / "cxx"
     script.write_text(textwrap.dedent(f"""\
         #!/bin/sh
-        # Queries, and the precompiled core headers (shoal/_jit.py), go to the real compiler.
-        case "$*" in *--version*|*-###*|*c++-header*) exec {_real_compiler()} "$@" ;; esac
+        # Queries, and the precompiled core headers (shoal/_jit.py), go to the real compiler
+        # (the headers hang instead in mode header-hang).
+        case "$*" in *--version*|*-###*) exec {_real_compiler()} "$@" ;; esac
+        case "$*" in *c++-header*)
+          if [ "$(cat {mode} 2>/dev/null)" = header-hang ]; then sleep 300 & wait; exit 0; fi
+          exec {_real_compiler()} "$@" ;;
+        esac
         echo compile >> {log}
         out=; src=; prev=
         for a in "$@"; do
@@ -133,6 +138,21 @@ def fake_cxx(tmp_path, monkeypatch):
     yield (lambda m: mode.write_text(m)), (lambda: log.read_text().count("compile")
                                            if log.exists() else 0)
     _jit.find_compiler.cache_clear()
+
+
+def test_precompiled_headers_that_do_not_finish_are_skipped(fresh_cache, fake_cxx, monkeypatch):
+    """The precompiled core headers only save time: a header compile that hangs is stopped at the
+    compile timeout, warned about, and the model compiles and runs without them."""
+    if not _jit.uses_precompiled_prelude():
+        pytest.skip("the precompiled prelude is built with g++ only")
+    set_mode, _ = fake_cxx
+    set_mode("header-hang")
+    monkeypatch.setenv("SHOAL_COMPILE_TIMEOUT", "15")
+    monkeypatch.setattr(_jit, "_prelude_warned", False)
+    with pytest.warns(RuntimeWarning, match="could not precompile its core headers"):
+        ys = _solve(decay)
+    _assert_decays(ys)
+    assert not list(fresh_cache.glob("*.gch"))
 
 
 # --- concurrency -----------------------------------------------------------------------------
