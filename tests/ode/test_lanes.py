@@ -337,6 +337,32 @@ def test_runtime_table_gradients_are_bit_identical():
     assert_same_solves(run)
 
 
+# Shared leaves (params_axes None) are copied into a lane only when its row of them changes:
+# under vmap over a shared leaf, each batch's members use their own row, and with 7 members a
+# batch lanes of 4 or 8 hold members of two rows at once.
+def shared_levels(y, t, p):
+    return runtime_table_reads(y, t, {"grid": p["grid"], "levels": p["levels"] * p["scale"]})
+
+
+@pytest.mark.parametrize("method", ["tsit5", "rodas5p"])
+def test_shared_rows_changing_inside_the_lanes(method):
+    y0, t_span, p = runtime_tables(n=7)
+    y0[6, 0] = 0.5
+    shared = {"grid": jnp.asarray(p["grid"][0]), "levels": jnp.asarray(p["levels"][:3])}
+    scale = jnp.linspace(0.5, 1.5, 7)
+
+    def run(lanes, grid, levels):
+        return solve(shared_levels, y0, t_span, {"grid": grid, "levels": levels, "scale": scale},
+                     params_axes={"grid": None, "levels": None, "scale": 0}, method=method,
+                     rtol=1e-8, atol=1e-10, lanes=lanes)
+
+    batched = lambda lanes: jax.vmap(lambda lv: run(lanes, shared["grid"], lv))(  # noqa: E731
+        shared["levels"])
+    assert_same_solves(batched)
+    for b in range(3):  # each batch is the solve with its own row alone
+        assert same(batched(0)[b], run(0, shared["grid"], shared["levels"][b]))
+
+
 # A reaction network as modellers write it: a constant stoichiometry matrix times the rates, a
 # contraction above the code generator's table threshold (a loop over the matrix's nonzeros).
 _SPECIES, _REACTIONS = 20, 48

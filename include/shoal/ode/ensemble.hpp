@@ -108,17 +108,30 @@ SHOAL_HD Trajectory<T> trajectory_of(const ShoalEnsembleArgs& a, int64_t m) {
   return tr;
 }
 
+// Trajectory m's own parameters (n_params − n_shared of them) and the row of shared ones it uses.
+template <class Model, class T>
+SHOAL_HD const T* own_params_of(const ShoalEnsembleArgs& a, int64_t m) {
+  return static_cast<const T*>(a.params) + m * (Model::n_params - n_shared_params<Model>());
+}
+SHOAL_HD inline int64_t shared_row_of(const ShoalEnsembleArgs& a, int64_t m) {
+  return m / a.shared_group;
+}
+template <class Model, class T>
+SHOAL_HD const T* shared_params_row(const ShoalEnsembleArgs& a, int64_t row) {
+  return static_cast<const T*>(a.shared) + row * n_shared_params<Model>();
+}
+
 // Trajectory m's parameters as the model reads them, one contiguous p: its own, then the shared
 // ones (copied once per trajectory, not per step). Without shared ones, its own row itself.
 template <class Model, class T>
 SHOAL_HD const T* params_of(const ShoalEnsembleArgs& a, int64_t m, T* p) {
   constexpr int n_shared = n_shared_params<Model>();
   constexpr int n_own = Model::n_params - n_shared;
-  const T* own = static_cast<const T*>(a.params) + m * n_own;
+  const T* own = own_params_of<Model, T>(a, m);
   if constexpr (n_shared == 0) {
     return own;
   } else {
-    const T* shared = static_cast<const T*>(a.shared) + (m / a.shared_group) * n_shared;
+    const T* shared = shared_params_row<Model, T>(a, shared_row_of(a, m));
     for (int i = 0; i < n_own; ++i) p[i] = own[i];
     for (int i = 0; i < n_shared; ++i) p[n_own + i] = shared[i];
     return p;

@@ -84,6 +84,8 @@ void solve_range_lanes(const ShoalEnsembleArgs& a, int64_t begin, int64_t end) {
   using View = LaneView<Scalar, Vector, T>;
   constexpr int n = Model::n_vars;
   constexpr int np = Model::n_params;
+  constexpr int n_shared = n_shared_params<Model>();
+  constexpr int n_own = np - n_shared;
   const auto opt = IntegrateOptions<T>::from(a.options);
 
   struct Slot {
@@ -92,6 +94,7 @@ void solve_range_lanes(const ShoalEnsembleArgs& a, int64_t begin, int64_t end) {
     IntegrateStats stats;
     std::optional<Run> run;
     uint32_t y_rewrites = 0;  // run->y_rewrites when y was last copied into the lanes
+    int64_t shared_row = -1;  // the row of shared parameters in p's lane, or -1
   };
   // The working state lives on the heap, allocated once per call: W lanes of a dense LU of n
   // variables are W · 8n² bytes, beyond a worker thread's stack already at n = 400.
@@ -134,10 +137,21 @@ void solve_range_lanes(const ShoalEnsembleArgs& a, int64_t begin, int64_t end) {
       if (next >= last && !claim(a, &next, &last)) return false;
       const int64_t m = next++;
       Trajectory<T> tr = trajectory_of<Model, T>(a, m);
-      // The lane keeps its own copy of p (the vector stepper's p holds it in lane l).
-      const T* params = params_of<Model>(a, m, s.p);
-      for (int i = 0; i < np; ++i) s.p[i] = params[i];
-      for (int i = 0; i < np; ++i) p[i].set(l, s.p[i]);
+      // The lane keeps its own copy of p (the vector stepper's p holds it in lane l): its own
+      // parameters, and the shared ones only when its row of them changes (a neural network's
+      // thousands of weights are copied once per lane, not once per trajectory).
+      const T* own = own_params_of<Model, T>(a, m);
+      for (int i = 0; i < n_own; ++i) s.p[i] = own[i];
+      for (int i = 0; i < n_own; ++i) p[i].set(l, own[i]);
+      if constexpr (n_shared > 0) {
+        const int64_t row = shared_row_of(a, m);
+        if (row != s.shared_row) {
+          const T* shared = shared_params_row<Model, T>(a, row);
+          for (int i = 0; i < n_shared; ++i) s.p[n_own + i] = shared[i];
+          for (int i = 0; i < n_shared; ++i) p[n_own + i].set(l, shared[i]);
+          s.shared_row = row;
+        }
+      }
       tr.p = s.p;
       s.m = m;
       s.run.emplace(tr, opt, &s.stats);
