@@ -371,4 +371,37 @@ TEST(Lanes, SearchSortedIsTheScalarsCount) {
   check_lane_searches<float, 4>();
 }
 
+// The lanes' square root (one vector instruction where the lanes fill a register, else a loop)
+// gives the scalar's bits: IEEE's correctly rounded sqrt, −0, negatives and NaN to NaN, infinity,
+// subnormals.
+template <class T, int W>
+void check_lane_sqrt() {
+  const T inf = std::numeric_limits<T>::infinity();
+  std::vector<T> xs = {T(0), T(-0.0), T(-1), -inf, inf, std::numeric_limits<T>::quiet_NaN(),
+                       std::numeric_limits<T>::denorm_min(), std::numeric_limits<T>::min(),
+                       std::numeric_limits<T>::max(), T(2), T(0.5)};
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> exponent(-300.0, 300.0);
+  while (xs.size() % W != 0 || xs.size() < 512) {
+    xs.push_back(static_cast<T>(std::pow(10.0, exponent(rng) / (sizeof(T) == 4 ? 8.0 : 1.0))));
+  }
+  for (size_t i = 0; i < xs.size(); i += W) {
+    Lanes<T, W> x;
+    for (int l = 0; l < W; ++l) x.set(l, xs[i + l]);
+    const Lanes<T, W> r = sqrt(x);
+    for (int l = 0; l < W; ++l) {
+      const T want = std::sqrt(xs[i + l]);
+      ASSERT_EQ(std::memcmp(&want, &r.v[l], sizeof(T)), 0) << xs[i + l];
+    }
+  }
+}
+
+TEST(Lanes, SqrtIsTheScalars) {
+  check_lane_sqrt<double, 8>();
+  check_lane_sqrt<double, 4>();
+  check_lane_sqrt<double, 2>();
+  check_lane_sqrt<float, 16>();
+  check_lane_sqrt<float, 8>();
+}
+
 }  // namespace

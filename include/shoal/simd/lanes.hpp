@@ -293,8 +293,16 @@ struct elementary::Ops<simd::Lanes<T, W>> {
   static Int ieq(const Int& a, const Int& b) { return a == b; }
   static L to_value(const Int& i) { return L::of(__builtin_convertvector(i, typename L::Vec)); }
   static bool any(const Int& m) { return simd::any(m); }
-  static L sqrt(const L& x) {  // -fno-math-errno: one vector square root
-    L r;
+  // The correctly rounded square root per lane; one instruction where the lanes fill one
+  // register (a loop of __builtin_sqrt becomes two 256-bit halves under -march's preferred width).
+  static L sqrt(const L& x) {
+#if defined(__AVX512F__)
+    if constexpr (sizeof(L) == 64) {
+      if constexpr (sizeof(T) == 8) return L::of(_mm512_sqrt_pd(x.v));
+      if constexpr (sizeof(T) == 4) return L::of(_mm512_sqrt_ps(x.v));
+    }
+#endif
+    L r;  // -fno-math-errno: vector square roots
     for (int l = 0; l < W; ++l) {
       if constexpr (sizeof(T) == 4) {
         r.v[l] = __builtin_sqrtf(x.v[l]);
