@@ -1,4 +1,4 @@
-// Dense LU with partial pivoting: known solutions, matrices that cannot be factored without row
+// Dense LU with scaled partial pivoting: known solutions, matrices that cannot be factored without row
 // exchanges, random well-conditioned systems by residual, float factors serving double vectors,
 // factor once / solve many, and exactly singular matrices reported by factor().
 #include <gtest/gtest.h>
@@ -118,6 +118,41 @@ TEST(DenseLU, TinyPivotIsExchangedForStability) {
   lu.solve(b);
   EXPECT_NEAR(b[0], 1.0, 1e-15);
   EXPECT_NEAR(b[1], 1.0, 1e-15);
+}
+
+TEST(DenseLU, PivotsAreChosenRelativeToTheirRow) {
+  // Column 0 ties at 1, but row 0 is 1e18 times larger elsewhere: an unscaled choice keeps row
+  // 0 as the pivot, 1 + 1e18 rounds away x0's contribution, and x0 comes out 0 instead of 1.
+  // Relative to its row, row 1's entry is the larger pivot.
+  const double a[2][2] = {{1, 1e18}, {1, 1}};
+  auto lu = from<double>(a);
+  ASSERT_TRUE(lu.factor());
+  EXPECT_EQ(lu.piv[0], 1);
+  double b[2] = {1 + 1e18, 2};  // x = (1, 1)
+  lu.solve(b);
+  EXPECT_NEAR(b[0], 1.0, 1e-15);
+  EXPECT_NEAR(b[1], 1.0, 1e-15);
+}
+
+TEST(DenseLU, BadlyScaledStiffRowsKeepTheirAccuracy) {
+  // The shape of a Boltzmann hierarchy's iteration matrix I/(hγ) − J: rows scaled from 1 to
+  // 1e16, a strongly coupled pair (a huge off-diagonal entry in the larger row's column of the
+  // smaller one). Each component of the solution to full relative accuracy (an accuracy check
+  // of the factorisation on this shape; the pivot rule itself is the test above's).
+  constexpr int N = 6;
+  const double s[N] = {1, 1e16, 1, 1e8, 1, 1e12};
+  double a[N][N];
+  for (int i = 0; i < N; ++i)
+    for (int j = 0; j < N; ++j) a[i][j] = s[i] * (i == j ? 4.0 + i : 0.3 / (1 + i + 2 * j));
+  a[1][0] = 5e16;  // row 1 (size 1e16) couples strongly to x0
+  const double x[N] = {1.0, -2.0, 3.0, 0.5, -1.5, 2.5};
+  double b[N];
+  mat_vec(a, x, b);
+  auto lu = from<double>(a);
+  ASSERT_TRUE(lu.factor());
+  expect_permutation(lu.piv);
+  lu.solve(b);
+  for (int i = 0; i < N; ++i) EXPECT_NEAR(b[i], x[i], 1e-14 * std::abs(x[i])) << i;
 }
 
 // Random matrices, entries of mixed sign; with `boost`, a diagonal that makes them well

@@ -1,8 +1,10 @@
 // DenseLU over SIMD lanes: W independent small matrices factorised in lock-step, each lane with
-// its own partial pivoting, and each lane computing exactly the scalar DenseLU's operations.
+// its own scaled partial pivoting, and each lane computing exactly the scalar DenseLU's
+// operations.
 //
 // Pivoting per lane, by masked swaps. At column k every lane finds its own pivot row by the
-// scalar loop's rule (the first strict maximum of |a_ik|, i ≥ k), as an index vector; then, for
+// scalar loop's rule (the first strict maximum of |a_ik| scaled by 1 / its row's largest |entry|
+// of A, i ≥ k), as an index vector; then, for
 // each row i > k that some lane chose, rows k and i are exchanged in those lanes only (bit
 // selects). The alternative, a lane-wise gather of whole rows through the pivot indices, moves
 // N values per row and lane through memory on every column whether or not a lane pivots; the
@@ -27,13 +29,21 @@ struct DenseLU<simd::Lanes<S, W>, N> {
 
   bool factor() {
     bool regular = true;
-    for (int i = 0; i < N; ++i)
+    L scale[N];  // the scalar's row scales, per lane
+    for (int i = 0; i < N; ++i) {
       for (int l = 0; l < W; ++l) piv[i][l] = i;
+      L largest(S(0));
+      for (int j = 0; j < N; ++j) {
+        const L v = simd::abs(a[i * N + j]);
+        largest = simd::select<S, W>(v.v > largest.v, v, largest);
+      }
+      scale[i] = simd::select<S, W>(largest.v > S(0), L(S(1)) / largest, L(S(1)));
+    }
     for (int k = 0; k < N; ++k) {
       Mask p = Mask{} + k;
-      L best = simd::abs(a[k * N + k]);
+      L best = simd::abs(a[k * N + k]) * scale[k];
       for (int i = k + 1; i < N; ++i) {
-        const L v = simd::abs(a[i * N + k]);
+        const L v = simd::abs(a[i * N + k]) * scale[i];
         const Mask larger = v.v > best.v;
         best = simd::select<S, W>(larger, v, best);
         p = simd::select_int(larger, Mask{} + i, p);
@@ -47,6 +57,9 @@ struct DenseLU<simd::Lanes<S, W>, N> {
             a[k * N + j] = simd::select<S, W>(swap, a[i * N + j], top);
             a[i * N + j] = simd::select<S, W>(swap, top, a[i * N + j]);
           }
+          const L top_scale = scale[k];
+          scale[k] = simd::select<S, W>(swap, scale[i], top_scale);
+          scale[i] = simd::select<S, W>(swap, top_scale, scale[i]);
           for (int l = 0; l < W; ++l) {
             if (!swap[l]) continue;
             const int32_t t = piv[k][l];
