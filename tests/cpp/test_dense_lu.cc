@@ -1,6 +1,7 @@
-// Dense LU with scaled partial pivoting: known solutions, matrices that cannot be factored without row
-// exchanges, random well-conditioned systems by residual, float factors serving double vectors,
-// factor once / solve many, and exactly singular matrices reported by factor().
+// Dense LU (scaled partial pivoting in double, plain in float): known solutions, matrices that
+// cannot be factored without row exchanges, random well-conditioned systems by residual, float
+// factors serving double vectors, factor once / solve many, and exactly singular matrices reported
+// by factor().
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -132,6 +133,14 @@ TEST(DenseLU, PivotsAreChosenRelativeToTheirRow) {
   lu.solve(b);
   EXPECT_NEAR(b[0], 1.0, 1e-15);
   EXPECT_NEAR(b[1], 1.0, 1e-15);
+}
+
+TEST(DenseLU, FloatFactorsPivotPlainly) {
+  // Float factors keep multipliers at most 1 (dense_lu.hpp): the tie in column 0 keeps row 0.
+  const double a[2][2] = {{1, 1e18}, {1, 1}};
+  auto lu = from<float>(a);
+  ASSERT_TRUE(lu.factor());
+  EXPECT_EQ(lu.piv[0], 0);
 }
 
 TEST(DenseLU, BadlyScaledStiffRowsKeepTheirAccuracy) {

@@ -301,8 +301,8 @@ TEST(Lanes, Rodas5PPivotsPerLane) {
 }
 
 // The lanes' LU (linalg/dense_lu_lanes.hpp) against the scalar DenseLU, matrix by matrix: rows
-// scaled from 1 to 1e16 and random entries, so the scaled pivot rule chooses differently in
-// each lane; the same pivots, factors and solutions, bit for bit.
+// scaled from 1 to 1e16 and random entries, so the pivot rule (scaled in double, plain in
+// float) chooses differently in each lane; the same pivots, factors and solutions, bit for bit.
 template <class S, int W>
 void check_lane_lu() {
   constexpr int N = 5;
@@ -342,7 +342,7 @@ void check_lane_lu() {
   }
 }
 
-TEST(Lanes, ScaledPivotingIsTheScalars) {
+TEST(Lanes, PivotingIsTheScalars) {
   check_lane_lu<double, 8>();
   check_lane_lu<double, 4>();
   check_lane_lu<float, 16>();

@@ -10,7 +10,13 @@
 // information: measured on benchmarks/boltzmann_modes.py, the k = 0.1/Mpc mode at rtol 1e-8
 // ended 1.5e-5 off the reference (1.8e-9 with the sparse solver, which pivots on the diagonal)
 // and rejected 20 % more steps; with scaled pivoting 8e-10. The scales choose pivots only: the
-// factors are those of P A itself. The storage type
+// factors are those of P A itself.
+//
+// Float factors (lu_precision="fp32") keep plain partial pivoting, multipliers at most 1: a float
+// factorisation's accuracy is its rounding (6e-8) times the elements' growth, which a
+// row-relative choice lets grow (Robertson's mass drift with float factors, 3.6e-11 plain,
+// 9.0e-10 scaled; tests/cpp/test_rodas5p_convergence.cc), and on the Boltzmann model float factors
+// are too coarse under either rule. In double the growth costs nothing measurable. The storage type
 // S (float or double) is the factorisation's precision; solve() works on vectors of any scalar type
 // T, reading the factors as T, so an fp32 factorisation can serve an fp64 state. A zero pivot is
 // not an error here: the division produces Inf/NaN, which the step's error norm turns into a
@@ -23,6 +29,11 @@
 namespace shoal {
 namespace linalg {
 
+// Whether factors of precision S choose their pivots relative to their rows (double) or plainly
+// (float); see above.
+template <class S>
+constexpr bool kScaledPivoting = sizeof(S) >= 8;
+
 template <class S, int N>
 struct DenseLU {
   S a[N * N];  // row-major
@@ -31,15 +42,20 @@ struct DenseLU {
   // Factors a in place. Returns false if a pivot was exactly zero.
   SHOAL_HD bool factor() {
     bool regular = true;
-    S scale[N];  // 1 / the largest |entry| of each row of A (1 for a zero row), moving with it
+    // 1 / the largest |entry| of each row of A (1 for a zero row, and for float factors),
+    // moving with its row.
+    S scale[N];
     for (int i = 0; i < N; ++i) {
       piv[i] = i;
-      S largest = S(0);
-      for (int j = 0; j < N; ++j) {
-        const S v = math::abs(a[i * N + j]);
-        if (v > largest) largest = v;
+      scale[i] = S(1);
+      if constexpr (kScaledPivoting<S>) {
+        S largest = S(0);
+        for (int j = 0; j < N; ++j) {
+          const S v = math::abs(a[i * N + j]);
+          if (v > largest) largest = v;
+        }
+        if (largest > S(0)) scale[i] = S(1) / largest;
       }
-      scale[i] = largest > S(0) ? S(1) / largest : S(1);
     }
     for (int k = 0; k < N; ++k) {
       int p = k;

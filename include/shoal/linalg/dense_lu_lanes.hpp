@@ -1,6 +1,6 @@
 // DenseLU over SIMD lanes: W independent small matrices factorised in lock-step, each lane with
-// its own scaled partial pivoting, and each lane computing exactly the scalar DenseLU's
-// operations.
+// its own pivoting (scaled in double, plain in float, as the scalar's), and each lane computing
+// exactly the scalar DenseLU's operations.
 //
 // Pivoting per lane, by masked swaps. At column k every lane finds its own pivot row by the
 // scalar loop's rule (the first strict maximum of |a_ik| scaled by 1 / its row's largest |entry|
@@ -32,12 +32,15 @@ struct DenseLU<simd::Lanes<S, W>, N> {
     L scale[N];  // the scalar's row scales, per lane
     for (int i = 0; i < N; ++i) {
       for (int l = 0; l < W; ++l) piv[i][l] = i;
-      L largest(S(0));
-      for (int j = 0; j < N; ++j) {
-        const L v = simd::abs(a[i * N + j]);
-        largest = simd::select<S, W>(v.v > largest.v, v, largest);
+      scale[i] = L(S(1));
+      if constexpr (kScaledPivoting<S>) {
+        L largest(S(0));
+        for (int j = 0; j < N; ++j) {
+          const L v = simd::abs(a[i * N + j]);
+          largest = simd::select<S, W>(v.v > largest.v, v, largest);
+        }
+        scale[i] = simd::select<S, W>(largest.v > S(0), L(S(1)) / largest, L(S(1)));
       }
-      scale[i] = simd::select<S, W>(largest.v > S(0), L(S(1)) / largest, L(S(1)));
     }
     for (int k = 0; k < N; ++k) {
       Mask p = Mask{} + k;
