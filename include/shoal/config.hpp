@@ -23,6 +23,17 @@
 #define SHOAL_NO_SLP
 #endif
 
+// Device code only: keep a function out of line. nvcc and NVRTC inline whatever they can: a
+// sensitivity system's per-stage solve (block substitution with a nested-dual sweep) was copied
+// into every stage of Rodas5P's step, one kernel function whose optimisation time grows faster
+// than its size (NVRTC on a 288-variable sparse joint system: 229 s inlined, 91 s out of line).
+// On the host the compilers' own choice stands.
+#if defined(__CUDA_ARCH__)
+#define SHOAL_DEVICE_NOINLINE __noinline__
+#else
+#define SHOAL_DEVICE_NOINLINE
+#endif
+
 #ifndef __CUDACC_RTC__
 #include <cstdint>
 #else

@@ -119,6 +119,16 @@ def test_reference_model_register_budget(compiled):
     assert REFERENCE_REGISTER_FLOOR < registers <= REFERENCE_REGISTER_BUDGET, registers
 
 
+@pytest.mark.parametrize("name", ["rodas5p_sens", "rodas5p_sparse_sens"])
+def test_joint_solves_stay_out_of_line(compiled, name):
+    # The joint system's per-stage solve is a function of its own on the device
+    # (SHOAL_DEVICE_NOINLINE): inlined into every stage, it tripled the optimiser's time on the
+    # 288-variable sparse joint system. ptxas lists every function it compiles.
+    functions = re.findall(r"Function properties for (\w+)", compiled[name][1])
+    joint_solves = [f for f in functions if "JointSystem" in f and "5solve" in f]
+    assert len(joint_solves) == 1, functions
+
+
 def test_float32_models_compile():
     for name in ("tsit5", "rodas5p_lu32"):
         source, variant = _source(name, np.float32)

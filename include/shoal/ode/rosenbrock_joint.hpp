@@ -52,7 +52,8 @@ struct JointSystem {
     }
 
     // Block forward substitution: r (joint) is overwritten by M⁻¹ r; z0 is the step's start.
-    SHOAL_HD void solve(const T* z0, const T& t, const T* p, T* r) const {
+    // Out of line on the device (config.hpp): one copy instead of one per unrolled stage.
+    SHOAL_HD SHOAL_DEVICE_NOINLINE void solve(const T* z0, const T& t, const T* p, T* r) const {
       M0.solve(r);  // k_y
       T Lk[n_base * m];
       coupling(z0, t, p, r, Lk);
