@@ -20,3 +20,26 @@ def _default_device():
         return
     with jax.default_device(jax.devices(_DEVICE_PLATFORM)[0]):
         yield
+
+
+# SHOAL_TEST_COMPILE_LOG=<file> appends one line per model built during the run (seconds, artifact
+# kind, the test that asked for it): where `make test`'s time goes is mostly compiling models.
+_COMPILE_LOG = os.environ.get("SHOAL_TEST_COMPILE_LOG", "").strip()
+if _COMPILE_LOG:
+    import time
+
+    from shoal import _jit
+
+    _build_entry = _jit._build_entry
+
+    def _logged_build_entry(source, key, artifact, build):
+        start = time.perf_counter()
+        try:
+            return _build_entry(source, key, artifact, build)
+        finally:
+            seconds = time.perf_counter() - start
+            test = os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ")[0]
+            with open(_COMPILE_LOG, "a") as log:
+                log.write(f"{seconds:.2f}\t{artifact.suffix}\t{len(source)}\t{test}\n")
+
+    _jit._build_entry = _logged_build_entry

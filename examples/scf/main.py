@@ -5,8 +5,9 @@ Own integrals: STO-3G 1s functions (H, He), closed forms for overlap, kinetic en
 attraction and electron repulsion (Boys function F0). Every SCF iteration solves the Roothaan
 equations F C = S C ε for the occupied orbitals only, ``eigh(F, S, subset_by_index=(0, nocc-1))``:
 the derivative of the density matrix D = C_occ C_occᵀ then needs the coupling to the virtual
-orbitals that were never computed, which shoal's rule includes. The SCF loop is unrolled a fixed
-number of times (converged to ~1e-12), so jax.grad of the energy is the nuclear gradient.
+orbitals that were never computed, which shoal's rule includes. The SCF loop runs a fixed number
+of steps (converged to ~1e-12) as a ``lax.scan``, so jax.grad of the energy is the nuclear gradient
+(differentiated through every step) and JAX traces and compiles one step, not forty.
 
 1. H2: the energy at R = 1.4 bohr against Szabo & Ostlund, Modern Quantum Chemistry (1996),
    E = -1.1167 Ha; HeH+ at R = 1.4632 bohr (their worked example, appendix B): E = -2.860662 Ha;
@@ -97,7 +98,7 @@ def integrals(coords, charges):
 
 
 def energy(coords, charges, n_electrons, iterations=40):
-    """The RHF energy after ``iterations`` Roothaan steps from the core guess (unrolled, so
+    """The RHF energy after ``iterations`` Roothaan steps from the core guess (a fixed count, so
     differentiable); each step solves only for the occupied orbitals."""
     s, h, eri, e_nuc = integrals(coords, charges)
     nocc = n_electrons // 2
@@ -109,17 +110,22 @@ def energy(coords, charges, n_electrons, iterations=40):
     def fock(d):
         return h + 2 * jnp.einsum("kl,ijkl->ij", d, eri) - jnp.einsum("kl,ikjl->ij", d, eri)
 
-    d = density(h)
-    for _ in range(iterations):
-        d = density(fock(d))
+    # A scan, not a Python loop: unrolled, the 40 steps took 20 s to compile under
+    # jit(value_and_grad) and 7 s to run eagerly; scanned, 3.4 s and 0.24 s, same bits.
+    d, _ = jax.lax.scan(lambda d, _: (density(fock(d)), None), density(h), None, length=iterations)
     return jnp.sum(d * (h + fock(d))) + e_nuc
 
 
+# Compiled once per molecule (charges and electron count are static): op by op, the integrals
+# alone take seconds to dispatch.
+energy_jit = jax.jit(energy, static_argnums=(1, 2))
+energy_and_gradient = jax.jit(jax.value_and_grad(energy), static_argnums=(1, 2))
+
+
 def optimise(coords, charges, n_electrons, steps, rate):
-    value_and_grad = jax.jit(jax.value_and_grad(energy), static_argnums=(1, 2))
     path = []
     for _ in range(steps):
-        e, g = value_and_grad(coords, charges, n_electrons)
+        e, g = energy_and_gradient(coords, charges, n_electrons)
         path.append((np.asarray(coords), float(e), float(jnp.max(jnp.abs(g)))))
         coords = coords - rate * g
     return path
@@ -134,8 +140,8 @@ def main():
     def pair(r):
         return jnp.array([[0.0, 0.0, 0.0], [0.0, 0.0, r]])
 
-    e_h2 = float(energy(pair(1.4), (1, 1), 2))
-    e_heh = float(energy(pair(1.4632), (2, 1), 2))
+    e_h2 = float(energy_jit(pair(1.4), (1, 1), 2))
+    e_heh = float(energy_jit(pair(1.4632), (2, 1), 2))
     print(f"H2   at R = 1.4 bohr:    E = {e_h2:.6f} Ha (Szabo & Ostlund: -1.1167)")
     print(f"HeH+ at R = 1.4632 bohr: E = {e_heh:.6f} Ha (Szabo & Ostlund: -2.860662)")
     print(f"CHECK h2_energy_error {abs(e_h2 + 1.1167):.3e}")
@@ -143,9 +149,9 @@ def main():
 
     # the nuclear gradient (through 41 eigh calls with occupied-only subsets) against differences
     x = pair(1.2)
-    g = jax.grad(energy)(x, (1, 1), 2)[1, 2]
+    g = energy_and_gradient(x, (1, 1), 2)[1][1, 2]
     h = 1e-4
-    fd = (energy(pair(1.2 + h), (1, 1), 2) - energy(pair(1.2 - h), (1, 1), 2)) / (2 * h)
+    fd = (energy_jit(pair(1.2 + h), (1, 1), 2) - energy_jit(pair(1.2 - h), (1, 1), 2)) / (2 * h)
     print(f"dE/dR at R = 1.2: jax.grad {float(g):.10f}, central difference {float(fd):.10f}")
     print(f"CHECK grad_rel_error {abs(float(g - fd)) / abs(float(fd)):.3e}")
 
@@ -171,7 +177,7 @@ def main():
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     grid = np.linspace(0.8, 3.0, 60)
-    curve = [float(energy(pair(r), (1, 1), 2)) for r in grid]
+    curve = [float(energy_jit(pair(r), (1, 1), 2)) for r in grid]
     left.plot(grid, curve, "k-", label="RHF/STO-3G")
     rs = [float(np.linalg.norm(c[1] - c[0])) for c, _, _ in h2]
     left.plot(rs, [e for _, e, _ in h2], "o", ms=3, label="jax.grad descent")
