@@ -84,6 +84,18 @@ def native_arch() -> tuple[tuple[str, ...], str]:
     return ("-march=native",), " ".join(kept)
 
 
+def native_vector_bytes() -> int:
+    """The SIMD register width in bytes that models compiled here use for ``lanes=0``: what
+    ``simd::native_vector_bytes()`` (simd/lanes.hpp) evaluates to under these flags, read from the
+    features ``-march=native`` expands to: 64 with AVX-512F, 32 with AVX, else 16."""
+    features = set(native_arch()[1].split())
+    if features & {"-mavx512f", "+avx512f"}:
+        return 64
+    if features & {"-mavx", "+avx"}:
+        return 32
+    return 16
+
+
 def compiler_flags(optimization: str = DEFAULT_OPTIMIZATION) -> tuple[str, ...]:
     """The flags a model library is built with at this optimisation level."""
     return (optimization, *CXX_FLAGS, *native_arch()[0])

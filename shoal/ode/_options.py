@@ -314,8 +314,9 @@ class SolveOptions:
         "host's vector width (8 float64 / 16 float32 with AVX-512, 4 / 8 with AVX2), ``1`` one "
         "at a time, or a power of two up to 64. Results are bit-identical whatever the value; "
         "only speed differs. ``0`` keeps a model whose f is not plain arithmetic (libm "
-        "functions, comparisons, tables) on one lane, where lanes measured slower. Ignored on "
-        "GPUs.")
+        "functions, comparisons, tables) on one lane, where lanes measured slower, and solves an "
+        "ensemble of fewer trajectories than one vector holds (vmapped ones counted) on the "
+        "scalar path, since idle lanes cost as much as busy ones. Ignored on GPUs.")
 
     def __post_init__(self):
         for f in dataclasses.fields(self):

@@ -15,6 +15,7 @@ A last operand, ``progress``, is an int32 ``(1,)`` slot of the live-progress tab
 from __future__ import annotations
 
 import functools
+import math
 
 import jax
 import numpy as np
@@ -88,6 +89,8 @@ def _lowering(target: str, compiled_model):
               error_components: int):
         if target == TARGET_CPU:  # before compiling anything (_memory.py)
             _memory.check_outputs_fit(ctx.avals_out, joint=build.variant.joint)
+            # Here, not at tracing: only the lowering sees the whole ensemble (vmap folded in).
+            build = _build.for_ensemble(build, math.prod(ctx.avals_in[0].shape[:-1]))
         return jax.ffi.ffi_lowering(target)(
             ctx, *args, model=compiled_model(build), entry=build.variant.entry,
             options=options.kernel_attributes(error_components, build.variant.joint))

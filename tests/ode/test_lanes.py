@@ -6,6 +6,8 @@ the same bytes whatever the lane count. tests/cpp/test_lanes.cc holds the engine
 same standard, stepper by stepper.
 """
 
+import re
+
 import jax
 import jax.numpy as jnp
 import jax.scipy.special
@@ -13,6 +15,7 @@ import numpy as np
 import pytest
 from jax import lax
 
+from shoal import _jit
 from shoal.ode import Event, Status, solve
 
 jax.config.update("jax_enable_x64", True)
@@ -429,3 +432,34 @@ def test_integer_arithmetic_is_bit_identical(dtype):
     tol = 1e-8 if dtype == np.float64 else 1e-4
     assert_same_solves(lambda lanes: solve(integer_model, y0, t_span, p, method="rodas5p",
                                            rtol=tol, atol=tol, return_stats=True, lanes=lanes))
+
+
+def _entries(fn, *args):
+    """The kernel entry points a jitted function's CPU lowering calls."""
+    return re.findall(r'entry = "(\w+)"', jax.jit(fn).lower(*args).as_text())
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_an_ensemble_smaller_than_one_vector_runs_scalar_by_default(dtype):
+    # Idle lanes step placeholders at full cost (a 400-variable dense solve of one trajectory:
+    # 73 s in 8 lanes, 6 s scalar), so lanes=0 counts the call's trajectories, vmapped ones
+    # included, and takes the lanes only from one full vector up; an explicit width is kept.
+    width = _jit.native_vector_bytes() // np.dtype(dtype).itemsize
+    p = np.array([10.0, 28.0, 8 / 3], dtype)
+    t = np.linspace(0, 1, 3).astype(dtype)
+
+    def run(y0, **options):
+        return solve(lorenz, y0, t, p, method="tsit5", rtol=1e-5, atol=1e-6, **options)
+
+    def ones(n):
+        return jnp.ones((n, 3), dtype)
+
+    assert _entries(run, ones(1)) == ["shoal_ode_tsit5"]
+    assert _entries(run, ones(width - 1)) == ["shoal_ode_tsit5"]
+    assert _entries(run, ones(width)) == ["shoal_ode_tsit5_lanesnative"]
+    assert _entries(lambda y0: run(y0, lanes=4), ones(1)) == ["shoal_ode_tsit5_lanes4"]
+    assert _entries(jax.vmap(run), ones(width)[:, None]) == ["shoal_ode_tsit5_lanesnative"]
+    assert _entries(jax.vmap(run), ones(width - 1)[:, None]) == ["shoal_ode_tsit5"]
+    # Whichever path runs, the same bytes.
+    y0 = ones(width - 1) + jnp.arange(width - 1, dtype=dtype)[:, None]
+    assert same(run(y0), run(y0, lanes=4))
