@@ -39,7 +39,9 @@ class ModelBuild:
 def for_ensemble(build: ModelBuild, n_traj: int) -> ModelBuild:
     """The build a CPU call over ``n_traj`` trajectories (all of them, vmapped dimensions
     included; one shard's under sharding) runs: with ``lanes=0`` an ensemble that cannot fill one
-    vector of the host's W lanes is solved on the scalar path instead.
+    vector of the host's W lanes is solved on the scalar path instead, and so is a model whose
+    right-hand side runs one lane at a time (``lane_arithmetic`` false): its dual-number Jacobian
+    sweeps then cost more in lanes than alone (1.75x on a Rodas5P model with exp).
 
     The empty lanes are not free: they step a placeholder trajectory with every operation W wide,
     so a lone trajectory costs W times the arithmetic and memory of the scalar path (a dense
@@ -51,7 +53,7 @@ def for_ensemble(build: ModelBuild, n_traj: int) -> ModelBuild:
     if variant.lanes != 0:
         return build
     width = _jit.native_vector_bytes() // np.dtype(build.model.dtype).itemsize
-    if n_traj >= width:
+    if n_traj >= width and build.model.lane_arithmetic:
         return build
     return ModelBuild(build.model, dataclasses.replace(variant, lanes=1))
 

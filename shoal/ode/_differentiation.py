@@ -56,11 +56,9 @@ class EnsembleProblem:
         """One kernel call. ``atol``: each component's absolute tolerance, (N, n) like y0
         (default: the options' atol everywhere; a joint solve's sensitivity rows pass theirs)."""
         o = self.options
-        # By default a model whose rhs runs one lane at a time stays scalar: its dual-number
-        # Jacobian sweeps then cost more in lanes than alone (1.75x on a Rodas5P model with exp).
-        lanes = 1 if o.lanes == 0 and not self.model.lane_arithmetic else o.lanes
+        # lanes=0 is resolved at lowering (_build.for_ensemble), where the ensemble's size is known.
         variant = Variant.of(o.method, o.lu_precision, o.sparsity, o.ordering, sens, directions,
-                             lanes)
+                             o.lanes)
         if atol is None:
             atol = jnp.full(y0.shape, o.atol, y0.dtype)
         return _primitive.ensemble_solve(y0, params, shared, t_span, weights, atol, tstops,
