@@ -134,6 +134,10 @@ LAYOUTS = {
     "computed": (lambda y, t, p: (p[:_ABOVE * _SIDE] - 2.0 * p[_ABOVE * _SIDE:])
                  .reshape(_SIDE, _ABOVE) @ jnp.cos(jnp.tile(y, 3)[:_ABOVE]),
                  _SIDE, 2 * _ABOVE * _SIDE),
+    # Fewer rows than one block of sums (contractions.ROW_BLOCK): only the one-row loop.
+    # "matvec" (17 rows) takes blocks and one leftover row, _mlp's 40 rows only blocks.
+    "few_rows": (lambda y, t, p: jnp.concatenate([_w(p, 5, 30) @ jnp.tile(y, 4)[:30], y[:3]]),
+                 _SIDE, 150),
     # Not affine in p (a permutation): scalarised, still right.
     "permuted": (lambda y, t, p: p[np.argsort(np.cos(np.arange(_ABOVE * _SIDE)))]
                  .reshape(_ABOVE, _SIDE) @ y, _SIDE, _ABOVE * _SIDE),
@@ -142,6 +146,7 @@ LAYOUTS = {
 
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
 def test_layouts(layout, monkeypatch):
+    assert _ABOVE % contractions.ROW_BLOCK and 5 < contractions.ROW_BLOCK <= _ABOVE
     f, n_vars, n_params = LAYOUTS[layout]
     p = _RNG.normal(size=n_params)
     y = _RNG.normal(size=n_vars)

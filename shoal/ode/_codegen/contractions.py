@@ -21,6 +21,8 @@ DOT_TABLE_THRESHOLD = 512
 # (there are no structural zeros to skip), while each statement costs compile time, most of it
 # in the dual-number instantiations.
 DOT_ARRAY_THRESHOLD = 128
+# Rows of a block product summed side by side (_dot_block).
+ROW_BLOCK = 8
 
 
 def dot_general(walker, eqn, lhs: Sym, rhs: Sym) -> Sym:
@@ -190,16 +192,45 @@ def _dot_block(em, L, R, block_is_lhs, block, ldt, rdt, out_dtype, out_shape) ->
     def factors(weight: str, operand: str) -> str:
         return f"{weight} * {operand}" if block_is_lhs else f"{operand} * {weight}"
 
-    for b in range(nb):
-        for v in range(nv):
-            row = f"{array}[{base + b * s_batch} + i * {s_row}"
-            first = (b * nv + v) * nc
-            out = f"{res}[{b * nk * nv + v} + i * {nv}]"
-            em.lines += [
-                f"for (int i = 0; i < {nk}; ++i) {{",
-                f"  {out} = {factors(f'{row}]', f'{vec}[{first}]')};",
-                f"  for (int j = 1; j < {nc}; ++j) {out} = {out} + "
-                f"{factors(f'{row} + j * {s_col}]', f'{vec}[{first} + j]')};",
+    # Rows go in blocks of ROW_BLOCK, each row's sum in a variable of its own: independent
+    # chains of additions, which a core overlaps, where one row at a time waits for each addition
+    # to finish. Each sum keeps its order. (Subscripts stay in the forms lane_arithmetic reads.)
+    blocked = nk - nk % ROW_BLOCK
+
+    def rows(b: int, v: int) -> list[str]:
+        first = (b * nv + v) * nc
+
+        def out(r: int) -> str:
+            return f"{res}[{b * nk * nv + v + r * nv} + i * {nv}]"
+
+        def term(r: int, later: bool) -> str:  # row i + r's first term, or its j-th
+            weight = f"{array}[{base + b * s_batch + r * s_row} + i * {s_row}"
+            if later:
+                return factors(f"{weight} + j * {s_col}]", f"{vec}[{first} + j]")
+            return factors(f"{weight}]", f"{vec}[{first}]")
+
+        lines = []
+        if blocked:
+            sums = [em.fresh("v") for _ in range(ROW_BLOCK)]
+            lines += [
+                f"for (int i = 0; i < {blocked}; i += {ROW_BLOCK}) {{",
+                *(f"  T {s} = {term(r, False)};" for r, s in enumerate(sums)),
+                f"  for (int j = 1; j < {nc}; ++j) {{",
+                *(f"    {s} = {s} + {term(r, True)};" for r, s in enumerate(sums)),
+                "  }",
+                *(f"  {out(r)} = {s};" for r, s in enumerate(sums)),
                 "}",
             ]
+        if blocked < nk:
+            lines += [
+                f"for (int i = {blocked}; i < {nk}; ++i) {{",
+                f"  {out(0)} = {term(0, False)};",
+                f"  for (int j = 1; j < {nc}; ++j) {out(0)} = {out(0)} + {term(0, True)};",
+                "}",
+            ]
+        return lines
+
+    for b in range(nb):
+        for v in range(nv):
+            em.lines += rows(b, v)
     return _product(em, res, (nb, nk, nv), block_is_lhs, out_dtype, out_shape)
