@@ -63,7 +63,7 @@ class Variant:
     @property
     def entry(self) -> str:
         name = f"shoal_ode_{self.method.value}"
-        if self.method is Method.RODAS5P:
+        if self.method.rosenbrock:
             name += f"_lu{self.lu_precision.value[2:]}"
         if self.sens is not None:
             with_y0, params = self.sens
@@ -123,9 +123,10 @@ def _stepper_source(variant: Variant, lanes: str = "") -> tuple[list[str], str, 
             f"using {name} = shoal::ode::SparseIterationMatrix<M, ShoalSparseStructure, {lu}>;",
         ]
         matrix = name
-    lines.append('#include "shoal/ode/rodas5p.hpp"')
+    header, method = variant.method.rosenbrock
+    lines.append(f'#include "{header}"')
     stepper = "JointStepper" if variant.joint else "Stepper"
-    return lines, f"shoal::ode::Rodas5PUsing<{matrix}>::{stepper}", model_type
+    return lines, f"{method}<{matrix}>::{stepper}", model_type
 
 
 def library_source(model: _codegen.GeneratedModel, variant: Variant,

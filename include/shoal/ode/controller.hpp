@@ -13,7 +13,9 @@
 // An exponent of exactly 1/5 (the integral controller of both steppers' order-5 estimates) is
 // taken by fifth_root (fifth_root.hpp) instead of pow: a few IEEE operations with a proven error
 // bound (1.81 ulp), the same bits on every CPU and GPU (libm's and CUDA's pow differ, and so would
-// the step sizes), and vectorisable: the lanes engine computes it for all its lanes at once.
+// the step sizes), and vectorisable: the lanes engine computes it for all its lanes at once. An
+// exponent of exactly 1/4 (Rodas4's order-4 estimate) is sqrt(sqrt(·)): two correctly rounded
+// operations, as cheap and as portable.
 #pragma once
 
 #include "shoal/config.hpp"
@@ -121,6 +123,8 @@ struct PidController {
       const T c3 = opt.dcoeff / k;
       if (c1 == T(1) / T(5)) {
         f *= root;
+      } else if (c1 == T(1) / T(4)) {
+        f *= math::sqrt(math::sqrt(inv));
       } else if (c1 != T(0)) {
         f *= math::pow(inv, c1);
       }

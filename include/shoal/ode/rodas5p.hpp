@@ -100,20 +100,9 @@ struct Rodas5PTableau {
   }
 };
 
-// Rodas5P over an iteration-matrix policy Matrix<Model> (DenseIterationMatrix, or a generated
-// sparse one), which fixes the factorisation's precision: Stepper solves a model, JointStepper
-// a Sensitivity<Model, ...> (the joint system [y, S], JointSystem in rosenbrock_joint.hpp).
+// Rodas5P over an iteration-matrix policy (RosenbrockUsing, rosenbrock_joint.hpp).
 template <template <class> class Matrix>
-struct Rodas5PUsing {
-  template <class Model, class T>
-  using Stepper =
-      typename Rosenbrock<Rodas5PTableau,
-                          StateSystem<Matrix>::template Type>::template Stepper<Model, T>;
-  template <class SensModel, class T>
-  using JointStepper =
-      typename Rosenbrock<Rodas5PTableau,
-                          JointSystem<Matrix>::template Type>::template Stepper<SensModel, T>;
-};
+using Rodas5PUsing = RosenbrockUsing<Rodas5PTableau, Matrix>;
 
 // Rodas5P factorising in the state's precision, and with the factorisation's precision fixed
 // (lu_precision="fp64" / "fp32"; the state and stage vectors keep the solve's precision). Over

@@ -14,6 +14,7 @@
 
 #include "shoal/ad/dual.hpp"
 #include "shoal/config.hpp"
+#include "shoal/ode/rosenbrock.hpp"
 #include "shoal/ode/sensitivity.hpp"
 
 namespace shoal {
@@ -104,6 +105,20 @@ struct JointSystem {
       }
     }
   };
+};
+
+// A Rosenbrock tableau over an iteration-matrix policy Matrix<Model> (DenseIterationMatrix, or a
+// generated sparse one), which fixes the factorisation's precision: Stepper solves a model,
+// JointStepper a Sensitivity<Model, ...> (the joint system [y, S]). Each method names its own
+// (Rodas5PUsing, Rodas4Using).
+template <class Tableau, template <class> class Matrix>
+struct RosenbrockUsing {
+  template <class Model, class T>
+  using Stepper =
+      typename Rosenbrock<Tableau, StateSystem<Matrix>::template Type>::template Stepper<Model, T>;
+  template <class SensModel, class T>
+  using JointStepper = typename Rosenbrock<Tableau, JointSystem<Matrix>::template Type>::
+      template Stepper<SensModel, T>;
 };
 
 }  // namespace ode
