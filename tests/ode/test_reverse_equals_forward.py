@@ -179,3 +179,16 @@ def test_vmap_of_grad_in_chunks_equals_one_grad_per_batch_element(monkeypatch):
         for got, want in zip(batched, one, strict=True):
             np.testing.assert_allclose(np.asarray(got[b]), np.asarray(want), rtol=0,
                                        atol=1e-10 * float(jnp.max(jnp.abs(want))))
+
+
+@pytest.mark.parametrize("wanted, unit_columns, max_columns", [
+    (("y0", "own", "shared"), 6, 3),   # 7 entries: above the unit-column limit, in chunks of 3
+    (("y0", "own", "shared"), 7, 7),   # at the limit: unit columns, one joint solve
+    (("own", "shared"), 4, 4),         # 5 entries, y0 not differentiated: chunks of 4
+    (("own", "shared"), 5, 6),         # unit columns
+])
+def test_rodas4_takes_the_same_paths(wanted, unit_columns, max_columns, monkeypatch):
+    # Rodas4 is another tableau of the Rosenbrock engine: its joint steppers on both sides of
+    # both thresholds, grad == jacfwd == jacrev.
+    case = ("rodas4", False, True, wanted, 3, 2, unit_columns, max_columns)
+    test_grad_equals_jacfwd_and_jacrev_across_thresholds(case, monkeypatch)
