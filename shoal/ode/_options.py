@@ -33,13 +33,16 @@ class Method(str, enum.Enum):
     TSIT5 = "tsit5"
     RODAS5P = "rodas5p"
     RODAS4 = "rodas4"
+    ROSENBROCK23 = "rosenbrock23"
 
     @property
     def rosenbrock(self) -> tuple[str, str] | None:
         """(header, C++ template over an iteration matrix) of a Rosenbrock method's tableau, or
         None for an explicit method."""
         return {Method.RODAS5P: ("shoal/ode/rodas5p.hpp", "shoal::ode::Rodas5PUsing"),
-                Method.RODAS4: ("shoal/ode/rodas4.hpp", "shoal::ode::Rodas4Using")}.get(self)
+                Method.RODAS4: ("shoal/ode/rodas4.hpp", "shoal::ode::Rodas4Using"),
+                Method.ROSENBROCK23: ("shoal/ode/rosenbrock23.hpp",
+                                      "shoal::ode::Rosenbrock23Using")}.get(self)
 
 
 class LuPrecision(str, enum.Enum):
@@ -245,7 +248,8 @@ class SolveOptions:
         Method.RODAS5P, _enum(Method, "method"),
         '``"rodas5p"`` (Rosenbrock 5(4), stiff problems; Jacobian and ∂f/∂t from ``f`` by dual '
         'numbers), ``"rodas4"`` (Rosenbrock 4(3), the same with 6 stages instead of 8: cheaper '
-        'per step at loose tolerances) or ``"tsit5"`` (explicit Tsitouras 5(4), non-stiff '
+        'per step at loose tolerances), ``"rosenbrock23"`` (Shampine\'s ode23s, order 2(3), 3 '
+        'stages: for tolerances of 1e-2…1e-4) or ``"tsit5"`` (explicit Tsitouras 5(4), non-stiff '
         'problems, cheaper per step).')
     rtol: float = _option(1e-8, _positive("rtol"), "Relative tolerance (> 0).", _kernel_float)
     atol: float = _option(1e-10, _positive("atol"), "Absolute tolerance (> 0).", _kernel_float)

@@ -1,11 +1,11 @@
-// The order conditions of a stiffly accurate Rosenbrock tableau (rodas5p.hpp, rodas4.hpp), for
+// The order conditions of a Rosenbrock tableau (rodas5p.hpp, rodas4.hpp, rosenbrock23.hpp), for
 // the tableau tests.
 //
 // The stepper stores the method in the transformed form of Hairer & Wanner (Solving ODEs II,
 // Sec. IV.7): with the stage increments u_i = Σ_j γ_ij k_j (Γ lower triangular, γ on its diagonal),
-//   a = α Γ⁻¹,   C = diag(1/γ) − Γ⁻¹,   y1 = y0 + Σ m_j u_j with m = b Γ⁻¹,
-// where y_new = u_s + k_s gives m_j = a_sj (j < s) and m_s = 1, and the embedded ŷ = u_s gives
-// m̂ = row s of a. Conditions<Tab> converts the tableau back to the standard form (α, Γ, b) and
+//   a = α Γ⁻¹,   C = diag(1/γ) − Γ⁻¹,   y1 = y0 + Σ m_j u_j with m = b Γ⁻¹.
+// A stiffly accurate tableau's y_new = u_s + k_s gives m_j = a_sj (j < s) and m_s = 1, and its
+// embedded ŷ = u_s gives m̂ = row s of a; any other gives m = its b and m̂ = b − e (err = y_new − ŷ). Conditions<Tab> converts the tableau back to the standard form (α, Γ, b) and
 // evaluates the conditions of rooted trees: a vertex with one child contributes β = α + Γ (the
 // f'(y) k and J Γ k terms together), a vertex with several children contributes α, and
 // Σ b Φ(t) = 1/γ(t) (the tree's density). This gives Table 7.1 of HW IV.7 with the γ-polynomials
@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <array>
+#include <initializer_list>
 #include <cmath>
 
 template <class Tab>
@@ -26,6 +27,7 @@ struct Conditions {
   static double c_t(int i, int j) { return j < i ? Tab::C(i, j) : 0.0; }  // transformed C
 
   Mat alpha{}, gam{}, beta{};  // α, Γ (with γ on the diagonal), β = α + Γ
+  V m{};                       // the solution's weights on the transformed increments
   V b{}, b_hat{};              // solution and embedded weights
 
   Conditions() {
@@ -49,9 +51,16 @@ struct Conditions {
     for (int i = 0; i < S; ++i) {
       for (int j = 0; j < S; ++j) beta[i][j] = alpha[i][j] + gam[i][j];
     }
-    V m{}, m_hat{};
-    for (int j = 0; j < S; ++j) m[j] = m_hat[j] = a_t(S - 1, j);
-    m[S - 1] = 1.0;  // y_new = u_s + k_s
+    V m_hat{};
+    if constexpr (Tab::stiffly_accurate) {
+      for (int j = 0; j < S; ++j) m[j] = m_hat[j] = a_t(S - 1, j);
+      m[S - 1] = 1.0;  // y_new = u_s + k_s
+    } else {
+      for (int j = 0; j < S; ++j) {
+        m[j] = Tab::b(j);
+        m_hat[j] = Tab::b(j) - Tab::e(j);  // err = y_new − ŷ
+      }
+    }
     b = row_times(m, gam);
     b_hat = row_times(m_hat, gam);
   }
@@ -146,15 +155,42 @@ struct Conditions {
     return worst;
   }
 
+  // The largest deviation of the nodes c_i from Σ_j α_ij (f at t + c_i h) and of the time
+  // weights d_i from Σ_j γ_ij (the h d_i ∂f/∂t term).
+  double row_sum_residual() const {
+    double worst = 0;
+    for (int i = 0; i < S; ++i) {
+      double alpha_sum = 0, gamma_sum = 0;
+      for (int j = 0; j < S; ++j) {
+        alpha_sum += alpha[i][j];
+        gamma_sum += gam[i][j];
+      }
+      worst = std::max({worst, std::abs(alpha_sum - Tab::c(i)), std::abs(gamma_sum - Tab::d(i))});
+    }
+    return worst;
+  }
+
   // Dense output: y(θ) = (1−θ) y0 + θ (y1 + (1−θ)(K_0 + θ (K_1 + …))), K_r = Σ_i h_ri u_i, so
   // y(θ) − y0 = Σ_j m_j(θ) u_j with m(θ) = θ m + θ(1−θ)(h_0 + θ h_1 + …), and b(θ) = m(θ) Γ.
   V dense_weights(double theta) const {
-    V m;
+    V m_theta;
     for (int j = 0; j < S; ++j) {
       double poly = 0;
       for (int r = Tab::dense_rows - 1; r >= 0; --r) poly = Tab::h(r, j) + theta * poly;
-      m[j] = theta * (j < S - 1 ? a_t(S - 1, j) : 1.0) + theta * (1 - theta) * poly;
+      m_theta[j] = theta * m[j] + theta * (1 - theta) * poly;
     }
-    return row_times(m, gam);
+    return row_times(m_theta, gam);
+  }
+
+  // The dense output's largest residual of the conditions of orders 1..order over θ in a sweep,
+  // and its largest deviation at θ = 1 from the solution and at θ = 0 from zero weights.
+  double dense_residual(int order) const {
+    double worst = 0;
+    for (double theta : {0.0, 0.1, 0.25, 0.5, 0.7, 0.9, 1.0}) {
+      worst = std::max(worst, worst_residual(dense_weights(theta), 1, order, theta));
+    }
+    const V b1 = dense_weights(1.0), b0 = dense_weights(0.0);
+    for (int j = 0; j < S; ++j) worst = std::max({worst, std::abs(b1[j] - b[j]), std::abs(b0[j])});
+    return worst;
   }
 };

@@ -274,28 +274,39 @@ TEST(Integrate, ZeroWeightsLeaveTheMean) {
   EXPECT_NEAR(shoal::ode::error_norm(2, count, err, y, y, w, own_atol, c), 0.5, 1e-12);
 }
 
-// The integral controller of an order-4 estimate (Rodas4) takes (1/norm)^(1/4) as two square
-// roots: within rounding of pow's value, and clipped like every other factor.
-TEST(Controller, QuarterPowerIsTwoSquareRoots) {
+// The integral controller of an order-k estimate takes (1/norm)^(1/k) as `root` gives it: within
+// rounding of pow's value, and clipped like every other factor.
+template <class Root>
+void expect_root_factor(int order, Root root) {
   shoal::ode::ControllerOptions<double> opt;
   opt.rtol = 1e-6;
   opt.atol = 1e-9;
   int inside = 0;
   for (double norm = 1e-3; norm < 1e3; norm *= 1.37) {
-    shoal::ode::PidController<double> ctrl{opt, 4};
+    shoal::ode::PidController<double> ctrl{opt, order};
     const bool accepted = norm <= 1.0;
     const double f = ctrl.factor(norm, accepted);
-    const double want = 0.9 * std::pow(1.0 / norm, 0.25);
+    const double want = 0.9 * std::pow(1.0 / norm, 1.0 / order);
     const double hi = accepted ? opt.factor_max : opt.safety;
     if (want > opt.factor_min && want < hi) {
       ++inside;
-      EXPECT_EQ(f, 0.9 * std::sqrt(std::sqrt(1.0 / norm))) << norm;
+      EXPECT_EQ(f, 0.9 * root(1.0 / norm)) << norm;
       EXPECT_NEAR(f, want, 4e-16 * want) << norm;
     } else {
       EXPECT_EQ(f, want <= opt.factor_min ? opt.factor_min : hi) << norm;
     }
   }
   EXPECT_GT(inside, 10);
+}
+
+// Rodas4's order-4 estimate: two square roots.
+TEST(Controller, QuarterPowerIsTwoSquareRoots) {
+  expect_root_factor(4, [](double x) { return std::sqrt(std::sqrt(x)); });
+}
+
+// Rosenbrock23's order-3 estimate: shoal's cbrt.
+TEST(Controller, ThirdPowerIsCubeRoot) {
+  expect_root_factor(3, [](double x) { return shoal::math::cbrt(x); });
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 // continuous extension (order 4: local error O(h^5)); stability on a very stiff problem with
 // large steps; and the adaptive loop on Robertson against a Radau reference. Rodas4, the same
 // engine with another tableau: fixed-step convergence of order 4 on the same problems.
+// Rosenbrock23 (not stiffly accurate: y_new and the error from weights): order 2, its estimate
+// order 3, its interpolant order 2, and Robertson against the same reference.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +14,7 @@
 #include "shoal/ode/integrate.hpp"
 #include "shoal/ode/rodas4.hpp"
 #include "shoal/ode/rodas5p.hpp"
+#include "shoal/ode/rosenbrock23.hpp"
 
 namespace {
 
@@ -216,10 +219,10 @@ TEST(Rodas5PConvergence, FloatStateWithFloatFactors) {
 }
 
 // One step of size h from the exact solution at t0: the local error and the error estimate.
-template <class Model>
+template <class Model, template <class, class> class Stepper = shoal::ode::Rodas5P>
 void one_step(double t0, double h, const double* p, double* local, double* estimate) {
   constexpr int n = Model::n_vars;
-  shoal::ode::Rodas5P<Model, double> stepper;
+  Stepper<Model, double> stepper;
   double y[n], y_new[n], err[n], ref[n];
   Model::exact(t0, y);
   stepper.step(y, t0, h, p, y_new, err);
@@ -251,10 +254,10 @@ TEST(Rodas5PConvergence, LocalErrorIsSixthAndEstimateFifthOrder) {
 
 // Largest local error of the continuous extension over [0, t_end]: each step starts from the
 // exact solution, so only the interpolant's own error is measured.
-template <class Model>
+template <class Model, template <class, class> class Stepper = shoal::ode::Rodas5P>
 double dense_local_error(int n_steps, double t_end, double theta, const double* p = nullptr) {
   constexpr int n = Model::n_vars;
-  shoal::ode::Rodas5P<Model, double> stepper;
+  Stepper<Model, double> stepper;
   const double h = t_end / n_steps;
   double worst = 0;
   for (int k = 0; k < n_steps; ++k) {
@@ -292,9 +295,11 @@ TEST(Rodas5PConvergence, InterpolantIsFourthOrder) {
   }
 }
 
-TEST(Rodas5PConvergence, InterpolantReproducesStepEndPoints) {
+// The interpolant at θ = 0 is the step's start, at θ = 1 its end (to rounding).
+template <template <class, class> class Stepper>
+void expect_interpolant_hits_step_ends() {
   const double p[1] = {1.0};
-  shoal::ode::Rodas5P<Spiral, double> stepper;
+  Stepper<Spiral, double> stepper;
   double y[2] = {0.3, -0.2}, y_new[2], err[2], at0[2], at1[2];
   stepper.step(y, 0.4, 0.3, p, y_new, err);
   stepper.interpolate(y, 0.3, 0.0, at0);
@@ -303,6 +308,10 @@ TEST(Rodas5PConvergence, InterpolantReproducesStepEndPoints) {
     EXPECT_EQ(at0[i], y[i]);
     EXPECT_NEAR(at1[i], y_new[i], 1e-15 * std::abs(y_new[i]));
   }
+}
+
+TEST(Rodas5PConvergence, InterpolantReproducesStepEndPoints) {
+  expect_interpolant_hits_step_ends<shoal::ode::Rodas5P>();
 }
 
 // Prothero–Robinson: y' = λ (y − cos t) − sin t with λ = −10⁶; the solution through y(0) = 1 is
@@ -423,6 +432,50 @@ TEST(Rodas5PIntegrate, RobertsonMatchesRadauAndConservesMass) {
 
 TEST(Rodas5PIntegrate, RobertsonWithFloatFactors) {
   robertson<shoal::ode::Rodas5PLu32>(1e-8, 1e-14, 3e-8, 1e-16, 3e-10, 800);
+}
+
+TEST(Rosenbrock23Convergence, GlobalErrorIsSecondOrderOnTheSameProblems) {
+  const double p[1] = {1.0};
+  expect_order<shoal::ode::Rosenbrock23, Bernoulli>(64, 4.0, 2.0, 0.1);
+  expect_order<shoal::ode::Rosenbrock23, CosGrowth>(64, 3.0, 2.0, 0.1);
+  expect_order<shoal::ode::Rosenbrock23, Spiral>(64, 6.0, 2.0, 0.1, p);
+}
+
+TEST(Rosenbrock23Convergence, LocalErrorIsThirdAndEstimateThirdOrder) {
+  // Order 2: local error O(h^3); the estimate y_new − ŷ, ŷ of order 3, is O(h^3) too, and it is
+  // that local error's leading term, so the two agree ever more closely as h shrinks.
+  const double p[1] = {1.0};
+  double loc[5], est[5];
+  for (int k = 0; k < 5; ++k) {
+    one_step<Spiral, shoal::ode::Rosenbrock23>(0.3, 0.1 / (1 << k), p, &loc[k], &est[k]);
+  }
+  for (int k = 0; k < 4; ++k) {
+    EXPECT_NEAR(std::log2(loc[k] / loc[k + 1]), 3.0, 0.15) << loc[k] << " " << loc[k + 1];
+    EXPECT_NEAR(std::log2(est[k] / est[k + 1]), 3.0, 0.15) << est[k] << " " << est[k + 1];
+  }
+  EXPECT_NEAR(est[4] / loc[4], 1.0, 0.05);
+}
+
+TEST(Rosenbrock23Convergence, InterpolantIsSecondOrderAndHitsTheStepEnds) {
+  // An order-2 continuous extension: local error O(h^3) inside the step.
+  const double p[1] = {1.0};
+  for (double theta : {0.3, 0.5, 0.8}) {
+    double e[4];
+    for (int k = 0; k < 4; ++k) e[k] = dense_local_error<Spiral, shoal::ode::Rosenbrock23>(
+        32 << k, 6.0, theta, p);
+    for (int k = 0; k < 3; ++k) {
+      EXPECT_NEAR(std::log2(e[k] / e[k + 1]), 3.0, 0.2) << "theta " << theta << ": " << e[k]
+                                                        << " -> " << e[k + 1];
+    }
+  }
+  expect_interpolant_hits_step_ends<shoal::ode::Rosenbrock23>();
+}
+
+// Measured (largest relative error over the five reference points; accepted steps): rtol 1e-4:
+// 7.1e-4, 248; rtol 1e-6: 2.4e-5, 1987 (order 2: ~10x the steps of Rodas5P at 1e-6).
+TEST(Rosenbrock23Integrate, RobertsonMatchesRadauAndConservesMass) {
+  robertson<shoal::ode::Rosenbrock23>(1e-4, 1e-10, 2e-3, 1e-15, 1e-12, 400);
+  robertson<shoal::ode::Rosenbrock23>(1e-6, 1e-12, 1e-4, 1e-17, 1e-12, 3000);
 }
 
 }  // namespace

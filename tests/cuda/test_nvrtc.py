@@ -61,6 +61,7 @@ def _variants():
         "rodas5p_lu64": (robertson, 3, 3, Variant(Method.RODAS5P)),
         "rodas5p_lu32": (robertson, 3, 3, Variant(Method.RODAS5P, LuPrecision.FP32)),
         "rodas4_lu64": (robertson, 3, 3, Variant(Method.RODAS4)),
+        "rosenbrock23_lu64": (robertson, 3, 3, Variant(Method.ROSENBROCK23)),
         "rodas5p_sens": (robertson, 3, 3, Variant(Method.RODAS5P, sens=(False, True))),
         "rodas5p_sparse": (ring, 16, 1, Variant(Method.RODAS5P, **sparse)),
         "rodas5p_sparse_sens": (ring, 16, 1,

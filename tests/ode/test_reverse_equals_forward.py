@@ -181,14 +181,20 @@ def test_vmap_of_grad_in_chunks_equals_one_grad_per_batch_element(monkeypatch):
                                        atol=1e-10 * float(jnp.max(jnp.abs(want))))
 
 
-@pytest.mark.parametrize("wanted, unit_columns, max_columns", [
-    (("y0", "own", "shared"), 6, 3),   # 7 entries: above the unit-column limit, in chunks of 3
-    (("y0", "own", "shared"), 7, 7),   # at the limit: unit columns, one joint solve
-    (("own", "shared"), 4, 4),         # 5 entries, y0 not differentiated: chunks of 4
-    (("own", "shared"), 5, 6),         # unit columns
+# 7 entries above the unit-column limit (chunks of 3) and at it (unit columns, one joint
+# solve); 5 entries, y0 not differentiated, in chunks of 4 and as unit columns.
+@pytest.mark.parametrize("method, wanted, unit_columns, max_columns", [
+    ("rodas4", ("y0", "own", "shared"), 6, 3),
+    ("rodas4", ("y0", "own", "shared"), 7, 7),
+    ("rodas4", ("own", "shared"), 4, 4),
+    ("rodas4", ("own", "shared"), 5, 6),
+    ("rosenbrock23", ("y0", "own", "shared"), 6, 3),
+    ("rosenbrock23", ("own", "shared"), 5, 6),
 ])
-def test_rodas4_takes_the_same_paths(wanted, unit_columns, max_columns, monkeypatch):
-    # Rodas4 is another tableau of the Rosenbrock engine: its joint steppers on both sides of
-    # both thresholds, grad == jacfwd == jacrev.
-    case = ("rodas4", False, True, wanted, 3, 2, unit_columns, max_columns)
+def test_other_tableaus_take_the_same_paths(method, wanted, unit_columns, max_columns,
+                                            monkeypatch):
+    # Rodas4 and Rosenbrock23 are other tableaus of the Rosenbrock engine (Rosenbrock23 not
+    # stiffly accurate: y_new and the error from weights): their joint steppers on both sides of
+    # the thresholds, grad == jacfwd == jacrev.
+    case = (method, False, True, wanted, 3, 2, unit_columns, max_columns)
     test_grad_equals_jacfwd_and_jacrev_across_thresholds(case, monkeypatch)

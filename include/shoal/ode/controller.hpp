@@ -10,12 +10,12 @@
 // factor is capped at `safety` so the retry is strictly smaller. The default gains (p, i, d) =
 // (0, 1, 0) are the classical integral controller.
 //
-// An exponent of exactly 1/5 (the integral controller of both steppers' order-5 estimates) is
-// taken by fifth_root (fifth_root.hpp) instead of pow: a few IEEE operations with a proven error
-// bound (1.81 ulp), the same bits on every CPU and GPU (libm's and CUDA's pow differ, and so would
-// the step sizes), and vectorisable: the lanes engine computes it for all its lanes at once. An
-// exponent of exactly 1/4 (Rodas4's order-4 estimate) is sqrt(sqrt(·)): two correctly rounded
-// operations, as cheap and as portable.
+// The integral controller's exponents 1/k of the methods' estimates are roots, not pow: 1/5
+// (Rodas5P, Tsit5) by fifth_root (fifth_root.hpp: a few IEEE operations, a proven error bound of
+// 1.81 ulp), 1/4 (Rodas4) as sqrt(sqrt(·)) (two correctly rounded operations), 1/3
+// (Rosenbrock23) by shoal's own cbrt (elementary/cbrt.hpp, ≤ 0.5001 ulp). Each gives the same bits
+// on every CPU and GPU (libm's and CUDA's pow differ, and so would the step sizes) and is
+// vectorisable: the lanes engine takes the root of all its lanes' norms at once (root_of).
 #pragma once
 
 #include "shoal/config.hpp"
@@ -98,15 +98,33 @@ struct PidController {
 
   SHOAL_HD static bool accepts(T norm) { return norm <= T(1); }
 
-  // Whether factor() takes (1/norm)^(1/5) by fifth_root (see the top).
-  SHOAL_HD bool takes_fifth_root() const { return exponent() == T(1) / T(5); }
-  // fifth_root(1/norm): what factor() needs of the norm when takes_fifth_root().
-  SHOAL_HD static T root_of(T norm) { return math::fifth_root(T(1) / norm); }
+  // Which root factor() takes of 1/norm (see the top); kNone: pow.
+  enum class Root { kNone, kFifth, kFourth, kCube };
+  SHOAL_HD Root root() const {
+    const T c = exponent();
+    if (c == T(1) / T(5)) return Root::kFifth;
+    if (c == T(1) / T(4)) return Root::kFourth;
+    if (c == T(1) / T(3)) return Root::kCube;
+    return Root::kNone;
+  }
+  SHOAL_HD bool takes_root() const { return root() != Root::kNone; }
+  // (1/norm)^exponent where takes_root() (lanes_ensemble.hpp takes all its lanes' at once).
+  SHOAL_HD T root_of(T norm) const {
+    const T inv = T(1) / norm;
+    switch (root()) {
+      case Root::kFifth:
+        return math::fifth_root(inv);
+      case Root::kFourth:
+        return math::sqrt(math::sqrt(inv));
+      default:
+        return math::cbrt(inv);
+    }
+  }
 
   // The factor to multiply h by, given this attempt's error norm. Call once per attempt; the
   // history advances only on accepted steps.
   SHOAL_HD T factor(T norm, bool accepted) {
-    return factor(norm, accepted, takes_fifth_root() ? root_of(norm) : T(0));
+    return factor(norm, accepted, takes_root() ? root_of(norm) : T(0));
   }
   // The same with root_of(norm) computed by the caller (for all lanes at once).
   SHOAL_HD T factor(T norm, bool accepted, T root) {
@@ -121,10 +139,8 @@ struct PidController {
       const T c1 = exponent();
       const T c2 = -(opt.pcoeff + T(2) * opt.dcoeff) / k;
       const T c3 = opt.dcoeff / k;
-      if (c1 == T(1) / T(5)) {
+      if (takes_root()) {
         f *= root;
-      } else if (c1 == T(1) / T(4)) {
-        f *= math::sqrt(math::sqrt(inv));
       } else if (c1 != T(0)) {
         f *= math::pow(inv, c1);
       }

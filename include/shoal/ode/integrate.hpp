@@ -270,7 +270,7 @@ struct Integration {
   template <class St>
   SHOAL_HD void complete_attempt(St& stepper, const T* y_new, const T* err) {
     const T norm = attempt_norm(y_new, err);
-    const T root = ctrl.takes_fifth_root() ? PidController<T>::root_of(norm) : T(0);
+    const T root = ctrl.takes_root() ? ctrl.root_of(norm) : T(0);
     // The state's own norm is read only where a joint system's attempt is rejected.
     const bool needs_state_norm = state_vars<Model>() < n && !PidController<T>::accepts(norm);
     complete_attempt(stepper, y_new, norm, root, needs_state_norm ? state_norm(y_new, err) : T(0));
@@ -291,14 +291,14 @@ struct Integration {
     return error_norm(n_state, weighted_count(n_state, tr.weights), err, y, y_new, tr.weights,
                       tr.atol, ctrl.opt);
   }
-  SHOAL_HD bool takes_fifth_root() const { return ctrl.takes_fifth_root(); }
+  SHOAL_HD bool takes_root() const { return ctrl.takes_root(); }
   // The components the norm covers ([0, error_components())) and the count it averages over, as
   // set by begin() (the lanes engine computes the norm of all its lanes at once).
   SHOAL_HD int error_components() const { return n_error; }
   SHOAL_HD int error_count() const { return count; }
 
   // The verdict given the attempt's norm (attempt_norm), root = PidController::root_of(norm)
-  // where takes_fifth_root(), and for a joint system whose attempt is rejected its state_norm:
+  // where takes_root(), and for a joint system whose attempt is rejected its state_norm:
   // the lanes engine computes them for all its lanes first. y_new is read only when the norm
   // accepts the attempt.
   template <class St>

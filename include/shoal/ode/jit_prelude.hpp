@@ -8,6 +8,7 @@
 #include "shoal/ode/ensemble.hpp"
 #include "shoal/ode/lanes_ensemble.hpp"
 #include "shoal/ode/rodas4.hpp"
+#include "shoal/ode/rosenbrock23.hpp"
 #include "shoal/ode/rodas5p.hpp"
 #include "shoal/ode/sensitivity.hpp"
 #include "shoal/ode/sparse_iteration_matrix.hpp"

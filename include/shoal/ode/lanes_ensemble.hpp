@@ -74,6 +74,23 @@ struct LaneView {
 // Solves trajectories [begin, end) of `a`, then those claimed from its work queue, W at a time.
 // ScalarStepper<Model, T> and LanesStepper<Model, simd::Lanes<T, W>> are one method (for
 // Rodas5P, the second over the lanes' LU).
+// Every lane's controller root (PidController::root_of) at once, the same bits as each lane's:
+// fifth roots by a loop the compiler vectorises (fifth_root.hpp is written for it), the other
+// roots by the lanes' own sqrt and cbrt (simd/lanes_math.hpp).
+template <class T, int W>
+void lanes_roots(const PidController<T>& ctrl, const T* norm, T* root) {
+  using L = simd::Lanes<T, W>;
+  if (ctrl.root() == PidController<T>::Root::kFifth) {
+    for (int l = 0; l < W; ++l) root[l] = ctrl.root_of(norm[l]);
+    return;
+  }
+  L inv;
+  for (int l = 0; l < W; ++l) inv.set(l, T(1) / norm[l]);
+  const L r = ctrl.root() == PidController<T>::Root::kFourth ? simd::sqrt(simd::sqrt(inv))
+                                                              : simd::cbrt(inv);
+  for (int l = 0; l < W; ++l) root[l] = r[l];
+}
+
 template <template <class, class> class ScalarStepper, template <class, class> class LanesStepper,
           class Model, class T, int W>
 void solve_range_lanes(const ShoalEnsembleArgs& a, int64_t begin, int64_t end) {
@@ -168,7 +185,8 @@ void solve_range_lanes(const ShoalEnsembleArgs& a, int64_t begin, int64_t end) {
 
   int active = 0;
   for (int l = 0; l < W; ++l) active += refill(l) ? 1 : 0;
-  const bool fifth_roots = PidController<T>{opt.controller, Scalar::error_order}.takes_fifth_root();
+  const PidController<T> controller{opt.controller, Scalar::error_order};
+  const bool roots = controller.takes_root();
   int64_t vector_steps = 0, lane_steps = 0;
   while (active > 0) {
     ++vector_steps;
@@ -185,8 +203,8 @@ void solve_range_lanes(const ShoalEnsembleArgs& a, int64_t begin, int64_t end) {
     }
     stepper.step(y, t, h, p, y_new, err);
     scratch_lane = -1;
-    // The verdicts: every lane's error norms at once, then the controller's fifth roots of all
-    // lanes (a loop the compiler vectorises), then each lane's own statements.
+    // The verdicts: every lane's error norms at once, then the controller's roots of all lanes,
+    // then each lane's own statements.
     const L norms = lanes_attempt_norm<T, W, n>(n_error, err, y, y_new, tol, opt.controller);
     for (int l = 0; l < W; ++l) norm[l] = norms[l];
     if constexpr (n_state < n) {
@@ -194,9 +212,7 @@ void solve_range_lanes(const ShoalEnsembleArgs& a, int64_t begin, int64_t end) {
           lanes_error_norm<T, W, n>(n_state, tol.state_count, err, y, y_new, tol, opt.controller);
       for (int l = 0; l < W; ++l) state_norm[l] = state_norms[l];
     }
-    if (fifth_roots) {
-      for (int l = 0; l < W; ++l) root[l] = PidController<T>::root_of(norm[l]);
-    }
+    if (roots) lanes_roots<T, W>(controller, norm, root);
     typename L::Mask accepted_lanes{};
     for (int l = 0; l < W; ++l) {
       Slot& s = slots[l];
@@ -205,7 +221,7 @@ void solve_range_lanes(const ShoalEnsembleArgs& a, int64_t begin, int64_t end) {
         for (int i = 0; i < n; ++i) yn[i] = y_new[i][l];
       }
       View v = view(l);
-      s.run->complete_attempt(v, yn, norm[l], fifth_roots ? root[l] : T(0),
+      s.run->complete_attempt(v, yn, norm[l], roots ? root[l] : T(0),
                               n_state < n ? state_norm[l] : T(0));
       accepted_lanes[l] = v.accepted ? -1 : 0;
     }

@@ -3,9 +3,10 @@
 // Written in the transformed form (Hairer-Wanner IV.7) that needs no matrix-vector products with
 // the Jacobian:
 //   M = I/(hγ) − J,   u_i = y + Σ_{j<i} a_ij k_j,
-//   M k_i = F(u_i, t + c_i h) + h d_i ∂F/∂t + Σ_{j<i} (C_ij / h) k_j,
-// for a stiffly accurate tableau (the Rodas family): y_new = u_s + k_s, the solution is the last
-// stage's point plus its increment, and k_s is the error estimate. One Jacobian, one ∂F/∂t and one
+//   M k_i = F(u_i, t + c_i h) + h d_i ∂F/∂t + Σ_{j<i} (C_ij / h) k_j.
+// A stiffly accurate tableau (the Rodas family) has y_new = u_s + k_s, the solution is the last
+// stage's point plus its increment, and k_s is the error estimate; any other (Rosenbrock23) gives
+// weights: y_new = y + Σ b_j k_j and err = Σ e_j k_j. One Jacobian, one ∂F/∂t and one
 // factorisation per step (attempt) serve every stage solve. Dense output:
 //   K_r = Σ_i H_ri k_i,   y(θ) = (1−θ) y + θ (y_new + (1−θ)(K_0 + θ (K_1 + θ (K_2 + …)))).
 //
@@ -31,8 +32,6 @@ namespace ode {
 
 template <class Tableau, template <class, class> class System>
 struct Rosenbrock {
-  static_assert(Tableau::stiffly_accurate, "the engine takes y_new = u_s + k_s");
-
   template <class Model, class T>
   struct Stepper {
     using Tab = Tableau;
@@ -73,10 +72,23 @@ struct Rosenbrock {
         system.solve(y, t, p, rhs);
         for (int i = 0; i < n; ++i) k[s][i] = rhs[i];
       }
-      for (int i = 0; i < n; ++i) {
-        y_new[i] = u[i] + k[Tab::stages - 1][i];
-        y_end[i] = y_new[i];
-        err[i] = k[Tab::stages - 1][i];
+      if constexpr (Tab::stiffly_accurate) {
+        for (int i = 0; i < n; ++i) {
+          y_new[i] = u[i] + k[Tab::stages - 1][i];
+          y_end[i] = y_new[i];
+          err[i] = k[Tab::stages - 1][i];
+        }
+      } else {
+        for (int i = 0; i < n; ++i) {
+          T acc = y[i], e = T(0);
+          for (int s = 0; s < Tab::stages; ++s) {
+            acc += T(Tab::b(s)) * k[s][i];
+            e += T(Tab::e(s)) * k[s][i];
+          }
+          y_new[i] = acc;
+          y_end[i] = acc;
+          err[i] = e;
+        }
       }
       for (int r = 0; r < Tab::dense_rows; ++r) {
         for (int i = 0; i < n; ++i) {
