@@ -113,13 +113,17 @@ struct PidController {
     const T inv = T(1) / norm;
     switch (root()) {
       case Root::kFifth:
-        return math::fifth_root(inv);
+        return fifth_root_of(norm);
       case Root::kFourth:
         return math::sqrt(math::sqrt(inv));
       default:
         return math::cbrt(inv);
     }
   }
+
+  // root_of(norm) where root() is kFifth, with nothing to decide: a loop of it over the lanes
+  // vectorises (lanes_ensemble.hpp).
+  SHOAL_HD static T fifth_root_of(T norm) { return math::fifth_root(T(1) / norm); }
 
   // The factor to multiply h by, given this attempt's error norm. Call once per attempt; the
   // history advances only on accepted steps.

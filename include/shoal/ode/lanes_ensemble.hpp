@@ -81,7 +81,7 @@ template <class T, int W>
 void lanes_roots(const PidController<T>& ctrl, const T* norm, T* root) {
   using L = simd::Lanes<T, W>;
   if (ctrl.root() == PidController<T>::Root::kFifth) {
-    for (int l = 0; l < W; ++l) root[l] = ctrl.root_of(norm[l]);
+    for (int l = 0; l < W; ++l) root[l] = PidController<T>::fifth_root_of(norm[l]);
     return;
   }
   L inv;
