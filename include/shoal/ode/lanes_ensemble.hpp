@@ -74,16 +74,15 @@ struct LaneView {
 // Solves trajectories [begin, end) of `a`, then those claimed from its work queue, W at a time.
 // ScalarStepper<Model, T> and LanesStepper<Model, simd::Lanes<T, W>> are one method (for
 // Rodas5P, the second over the lanes' LU).
-// Every lane's controller root (PidController::root_of) at once, the same bits as each lane's:
-// fifth roots by a loop the compiler vectorises (fifth_root.hpp is written for it), the other
-// roots by the lanes' own sqrt and cbrt (simd/lanes_math.hpp).
+// Every lane's controller root (PidController::root_of) at once, the same bits as each lane's,
+// where it is not a fifth root (solve_range_lanes takes those inline, in a loop the compiler
+// vectorises): Rodas4's sqrt(sqrt) and Rosenbrock23's cbrt by the lanes' own functions. Out of
+// line: inlined, this code cost Lorenz's Tsit5 solve ~8 % (benchmarks/compare_revisions.py),
+// though it never ran there.
 template <class T, int W>
-void lanes_roots(const PidController<T>& ctrl, const T* norm, T* root) {
+__attribute__((noinline)) void lanes_other_roots(const PidController<T>& ctrl, const T* norm,
+                                                 T* root) {
   using L = simd::Lanes<T, W>;
-  if (ctrl.root() == PidController<T>::Root::kFifth) {
-    for (int l = 0; l < W; ++l) root[l] = PidController<T>::fifth_root_of(norm[l]);
-    return;
-  }
   L inv;
   for (int l = 0; l < W; ++l) inv.set(l, T(1) / norm[l]);
   const L r = ctrl.root() == PidController<T>::Root::kFourth ? simd::sqrt(simd::sqrt(inv))
@@ -187,6 +186,7 @@ void solve_range_lanes(const ShoalEnsembleArgs& a, int64_t begin, int64_t end) {
   for (int l = 0; l < W; ++l) active += refill(l) ? 1 : 0;
   const PidController<T> controller{opt.controller, Scalar::error_order};
   const bool roots = controller.takes_root();
+  const bool fifth_roots = controller.root() == PidController<T>::Root::kFifth;
   int64_t vector_steps = 0, lane_steps = 0;
   while (active > 0) {
     ++vector_steps;
@@ -212,7 +212,11 @@ void solve_range_lanes(const ShoalEnsembleArgs& a, int64_t begin, int64_t end) {
           lanes_error_norm<T, W, n>(n_state, tol.state_count, err, y, y_new, tol, opt.controller);
       for (int l = 0; l < W; ++l) state_norm[l] = state_norms[l];
     }
-    if (roots) lanes_roots<T, W>(controller, norm, root);
+    if (fifth_roots) {
+      for (int l = 0; l < W; ++l) root[l] = PidController<T>::fifth_root_of(norm[l]);
+    } else if (roots) {
+      lanes_other_roots<T, W>(controller, norm, root);
+    }
     typename L::Mask accepted_lanes{};
     for (int l = 0; l < W; ++l) {
       Slot& s = slots[l];
