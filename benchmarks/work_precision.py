@@ -11,6 +11,12 @@ as by default.
 * Van der Pol ring (``vdp_ring_sparse.py``: 64 variables, coupling range 1, mu = linspace(95, 105,
   N), y(1)), mildly stiff: all four methods, the Rosenbrock ones with sparsity="auto"; error: max
   |y − ref| over each component's largest |ref|, against shoal's Rodas5P at rtol 1e-12.
+* Big-Bang nucleosynthesis (``examples/bbn``: n, p, D, 4He with tabulated weak rates and
+  Arrhenius-like nuclear rates, from T = 12.9 MeV to 8.6 keV; a grid of --bbn-n universes over
+  (eta_10, N_eff)), stiff: the Rosenbrock methods, atol = 1e-7 · rtol (the example's 1e-13 at its
+  rtol 1e-6: D/H is 2.5e-5); error: the largest relative error of Y_p and D/H against Rodas5P at
+  rtol 1e-11, atol 1e-18 (which the example checks against SciPy Radau to 9 digits) on --ref
+  universes.
 * Robertson (``robertson_rodas5p.py``'s ensemble: k1 spread ±5 %, 21 log-spaced saves to 1e5,
   first step 1e-6, the integral controller), stiff: the Rosenbrock methods (Tsit5 would need
   ~10⁸ steps); error: the relative error of the saves where |ref| >= 1e-8 against SciPy Radau
@@ -20,7 +26,7 @@ as by default.
   |y − ref| over each component's largest |ref| (a pointwise relative error near the jumps'
   zero crossings measures phase), against shoal's Rodas5P at rtol 1e-12.
 
-atol = 1e-4 · rtol everywhere. Rosenbrock23 (order 2) is not run below 1e-6, where it needs ~10⁴
+atol = 1e-4 · rtol elsewhere. Rosenbrock23 (order 2) is not run below 1e-6, where it needs ~10⁴
 steps a trajectory. Columns: the median time, the mean accepted steps per trajectory, the
 achieved error, and the time of the problem's fastest method at that rtol over this one's (1.00:
 the fastest; compare errors too, since the orders reach different errors at the same rtol). After
@@ -34,6 +40,8 @@ reached it.
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import math
 
 import _common  # noqa: I001 - puts the repository root on sys.path before shoal is imported
 import jax
@@ -107,6 +115,36 @@ def ring_case(n: int):
     return run, _scaled_error(ref)
 
 
+def _bbn_example():
+    spec = importlib.util.spec_from_file_location("bbn_example",
+                                                  _common.ROOT / "examples" / "bbn" / "main.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def bbn_case(n: int, n_ref: int):
+    bbn = _bbn_example()
+    side = max(2, math.isqrt(n))
+    log_eta, n_eff = np.meshgrid(np.linspace(np.log10(3.0), 1.0, side), np.linspace(1.5, 5.0, side),
+                                 indexing="ij")
+    params = np.stack([10.0 ** log_eta.ravel(), n_eff.ravel()], axis=1)
+    subset = _common.subsample(len(params), n_ref)
+    ref = bbn.observables(np.asarray(bbn.shoal_final(jnp.asarray(params[subset]), bbn.REF_RTOL,
+                                                     bbn.REF_ATOL)[0]))
+
+    def run(method, rtol):
+        fn = jax.jit(lambda p: _steps_of(bbn.shoal_final(p, rtol, 1e-7 * rtol, method=method)))
+        return lambda: fn(jnp.asarray(params))
+
+    def error(ys):
+        got = bbn.observables(np.asarray(ys)[subset])
+        return max(float(np.max(np.abs(np.asarray(g) / np.asarray(r) - 1.0)))
+                   for g, r in zip(got, ref, strict=True))
+
+    return run, error
+
+
 def robertson_case(n: int, n_ref: int):
     k1 = rob.k1_values(n)
     refs = {int(i): rob.reference(float(k1[i])) for i in _common.subsample(n, n_ref)}
@@ -150,6 +188,8 @@ def cases(args):
                            *lorenz_case(args.n, args.ref)),
         "ring": lambda: (f"VdP ring {RING_VARS} vars N={args.ring_n}", ALL, (1e-4, 1e-6, 1e-8),
                          *ring_case(args.ring_n)),
+        "bbn": lambda: (f"BBN N={args.bbn_n}", STIFF, (1e-4, 1e-6, 1e-8),
+                        *bbn_case(args.bbn_n, args.ref)),
         "robertson": lambda: (f"Robertson N={args.n}", STIFF, (1e-3, 1e-4, 1e-6, 1e-8),
                               *robertson_case(args.n, args.ref)),
         "vdp": lambda: (f"Van der Pol mu=1000 N={args.vdp_n}", STIFF, (1e-3, 1e-4, 1e-6, 1e-8),
@@ -166,9 +206,10 @@ def main():
     parser.add_argument("--n", type=int, default=10000, help="Lorenz and Robertson ensembles")
     parser.add_argument("--ring-n", type=int, default=1000)
     parser.add_argument("--vdp-n", type=int, default=1000)
+    parser.add_argument("--bbn-n", type=int, default=1024, help="rounded down to a square")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--ref", type=int, default=8)
-    parser.add_argument("--problems", default="lorenz,ring,robertson,vdp")
+    parser.add_argument("--problems", default="lorenz,ring,bbn,robertson,vdp")
     args = parser.parse_args()
     print("\n".join(_common.header_lines()))
     print(f"{'problem':30} {'rtol':>6} {'method':12} {'median':>10} {'steps':>8} {'error':>9}"

@@ -247,7 +247,7 @@ def chi2(yp, dh):
     return ((yp - OBS["Yp"][0]) / OBS["Yp"][1]) ** 2 + ((dh - OBS["DH"][0]) / OBS["DH"][1]) ** 2
 
 
-def shoal_final(params, rtol=RTOL, atol=ATOL, y0=None, **kw):
+def shoal_final(params, rtol=RTOL, atol=ATOL, y0=None, method="rodas5p", **kw):
     """Final abundances (M, 4) of a (M, 2) parameter batch, and the solve's stats."""
     y0 = jnp.asarray(y0_equilibrium() if y0 is None else y0)
     ys, st = solve(
@@ -255,7 +255,7 @@ def shoal_final(params, rtol=RTOL, atol=ATOL, y0=None, **kw):
         y0,
         jnp.array([X0, X1]),
         params,
-        method="rodas5p",
+        method=method,
         rtol=rtol,
         atol=atol,
         first_step=1e-6,
