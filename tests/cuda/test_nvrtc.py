@@ -224,6 +224,41 @@ def test_compile_cubin_is_cached_and_keyed(tmp_path, monkeypatch):
     assert f"shoal-key:{key}".encode() in path.read_bytes()
 
 
+def test_fast_compile_level_reaches_nvrtc_and_keys_the_cache(compiled, tmp_path, monkeypatch):
+    # $SHOAL_NVRTC_FAST_COMPILE is passed to NVRTC (ptxas allocates the reference kernel
+    # differently: 144 registers by default, 76 at "max" with NVRTC 13.0) and is part of a cached
+    # cubin's key, so a fast-compiled cubin never serves a default compile or the reverse.
+    from shoal import _jit
+
+    monkeypatch.setenv("SHOAL_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(_jit, "_loaded", {})
+    source, variant = _source("rodas5p_lu64")
+    default = _nvrtc.compile_cubin(source, ARCH)
+    monkeypatch.setenv(_nvrtc.FAST_COMPILE_ENV, "max")
+    assert "-Ofc=max" in _nvrtc.compile_options(ARCH)
+    _, log = _nvrtc.compile_source(_keyed(source), ARCH, extra=("-Xptxas=-v",))
+    fast_resources = _resources(log)[variant.entry]
+    assert fast_resources != _resources(compiled["rodas5p_lu64"][1])[variant.entry]
+    monkeypatch.setattr(_jit, "_loaded", {})
+    fast = _nvrtc.compile_cubin(source, ARCH)
+    assert fast != default and variant.entry.encode() in fast.read_bytes()
+    monkeypatch.delenv(_nvrtc.FAST_COMPILE_ENV)
+    monkeypatch.setattr(_jit, "_loaded", {})
+    assert _nvrtc.compile_cubin(source, ARCH) == default
+
+
+def test_fast_compile_level_is_checked(monkeypatch):
+    monkeypatch.setenv(_nvrtc.FAST_COMPILE_ENV, "fastest")
+    with pytest.raises(ValueError, match="SHOAL_NVRTC_FAST_COMPILE='fastest'.*0, min, mid, max"):
+        _nvrtc.compile_options(ARCH)
+    monkeypatch.setenv(_nvrtc.FAST_COMPILE_ENV, " ")
+    assert not any(option.startswith("-Ofc") for option in _nvrtc.compile_options(ARCH))
+    monkeypatch.setenv(_nvrtc.FAST_COMPILE_ENV, "mid")
+    monkeypatch.setattr(_nvrtc, "version", lambda: (12, 6))
+    with pytest.raises(_nvrtc.DeviceCompileError, match="needs NVRTC 12.8 or newer.*12.6"):
+        _nvrtc.compile_options(ARCH)
+
+
 def test_ensemble_args_layout_on_the_device_matches_the_host():
     # The handler passes ShoalEnsembleArgs by value; src/ode/ode_ffi_cuda.cc asserts the same
     # size and offsets for the host compiler. NVRTC has no offsetof, but a standard-layout struct
