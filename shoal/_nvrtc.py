@@ -27,8 +27,9 @@ from shoal import _jit
 NVRTC_OPTIONS = ("-std=c++17", "-fmad=false", "-default-device", "-DSHOAL_NVRTC=1")
 # $SHOAL_NVRTC_FAST_COMPILE: NVRTC's -Ofast-compile level (CUDA 12.8 on), which trades device-code
 # optimisation for compile time. Unset: NVRTC's full optimisation. Measured with NVRTC 13.0 for
-# sm_90 (README, "The GPU path"): a Rodas5P sensitivity kernel of a 16-variable sparse model, 58 s
-# and 41 KB of register spills by default, 4.3 s and none at "max"; run-time cost not yet measured.
+# sm_90 (README, "The GPU path"): a Rodas5P sensitivity kernel of a 16-variable sparse model, 57 s
+# and 69 KB of register spills by default, 4.1 s and 7.6 KB at "max"; small kernels that spill
+# nothing by default spill a few KB at "max". Run-time cost not yet measured.
 FAST_COMPILE_ENV = "SHOAL_NVRTC_FAST_COMPILE"
 FAST_COMPILE_LEVELS = ("0", "min", "mid", "max")
 FAST_COMPILE_SINCE = (12, 8)
