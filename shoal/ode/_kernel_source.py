@@ -43,9 +43,9 @@ class Variant:
     def of(cls, method: Method, lu_precision: LuPrecision, sparsity: SparsityPattern | None,
            ordering: Ordering, sens: tuple[bool, bool] | None = None,
            directions: int = 0, lanes: int = 1) -> Variant:
-        """The variant for these options, with what the method ignores left out (Tsit5 has no
-        LU), so equal kernels are one compiled library."""
-        if method is Method.TSIT5:
+        """The variant for these options, with what the method ignores left out (an explicit
+        method has no LU), so equal kernels are one compiled library."""
+        if method.explicit:
             return cls(method, sens=sens, directions=directions, lanes=lanes)
         if sparsity is None:
             return cls(method, lu_precision, sens, directions=directions, lanes=lanes)
@@ -105,9 +105,10 @@ def _stepper_source(variant: Variant, lanes: str = "") -> tuple[list[str], str, 
         model_type = (f"shoal::ode::DirectionalSensitivity<shoal_generated::Model, "
                       f"{variant.directions}>")
         lines.append('#include "shoal/ode/directional_sensitivity.hpp"')
-    if variant.method is Method.TSIT5:
-        lines.append('#include "shoal/ode/tsit5.hpp"')
-        return lines, "shoal::ode::Tsit5", model_type
+    if variant.method.explicit:
+        header, stepper = variant.method.explicit
+        lines.append(f'#include "{header}"')
+        return lines, stepper, model_type
     lu = variant.lu_precision.ctype
     if lanes:
         lu = f"shoal::simd::Lanes<{lu}, {lanes}>"

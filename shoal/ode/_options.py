@@ -34,6 +34,16 @@ class Method(str, enum.Enum):
     RODAS5P = "rodas5p"
     RODAS4 = "rodas4"
     ROSENBROCK23 = "rosenbrock23"
+    VERN7 = "vern7"
+    VERN9 = "vern9"
+
+    @property
+    def explicit(self) -> tuple[str, str] | None:
+        """(header, C++ stepper template) of an explicit Runge-Kutta method's tableau
+        (explicit_rk.hpp), or None for a Rosenbrock method."""
+        return {Method.TSIT5: ("shoal/ode/tsit5.hpp", "shoal::ode::Tsit5"),
+                Method.VERN7: ("shoal/ode/vern7.hpp", "shoal::ode::Vern7"),
+                Method.VERN9: ("shoal/ode/vern9.hpp", "shoal::ode::Vern9")}.get(self)
 
     @property
     def rosenbrock(self) -> tuple[str, str] | None:
@@ -249,8 +259,10 @@ class SolveOptions:
         '``"rodas5p"`` (Rosenbrock 5(4), stiff problems; Jacobian and ∂f/∂t from ``f`` by dual '
         'numbers), ``"rodas4"`` (Rosenbrock 4(3), the same with 6 stages instead of 8: cheaper '
         'per step at loose tolerances), ``"rosenbrock23"`` (Shampine\'s ode23s, order 2(3), 3 '
-        'stages: for tolerances of 1e-2…1e-4) or ``"tsit5"`` (explicit Tsitouras 5(4), non-stiff '
-        'problems, cheaper per step).')
+        'stages: for tolerances of 1e-2…1e-4), ``"tsit5"`` (explicit Tsitouras 5(4), non-stiff '
+        'problems, cheaper per step), ``"vern7"`` or ``"vern9"`` (Verner\'s explicit 7(6) and 9(8) '
+        'pairs with interpolants of their order: non-stiff problems at tight tolerances, '
+        'rtol ≲ 1e-8).')
     rtol: float = _option(1e-8, _positive("rtol"), "Relative tolerance (> 0).", _kernel_float)
     atol: float = _option(1e-10, _positive("atol"), "Absolute tolerance (> 0).", _kernel_float)
     max_step: float | None = _option(

@@ -20,7 +20,7 @@ import numpy as np
 from shoal.ode import _model, _options, _params, _progress, _validation
 from shoal.ode._codegen import ModelTraceError
 from shoal.ode._differentiation import EnsembleProblem, solve_ensemble
-from shoal.ode._options import Method, SolveOptions
+from shoal.ode._options import SolveOptions
 from shoal.ode._user_functions import UserFunctions
 
 
@@ -220,7 +220,7 @@ def solve(f, y0, t_span, params=None, *, params_axes=None, tstops=None, first_st
     # Arrays f closes over while an outer transformation traces them follow the shared leaves.
     shared = jnp.concatenate([split.shared, *(jnp.ravel(c).astype(dtype) for c in closure)])
     opts = opts.replace(sparsity=_model.resolve_sparsity(model, opts.sparsity,
-                                                         stiff=opts.method is not Method.TSIT5))
+                                                         stiff=not opts.method.explicit))
     functions = UserFunctions(f, extras, n, split.layout, dtype.name)
     ys, accepted, rejected, status, event_time, event_state = _progress.reported(
         progress, N, lambda slot: _run(y0, split.own, shared, t_rows, weights, stops, steps, slot,
@@ -232,7 +232,7 @@ def solve(f, y0, t_span, params=None, *, params_axes=None, tstops=None, first_st
         return ys
     # Computed from status (every code is >= 0) so that it is laid out, sharded, as the other
     # statistics are: a constant (or status == status, which XLA folds) comes out replicated.
-    sparse = opts.sparsity is not None and opts.method is not Method.TSIT5
+    sparse = opts.sparsity is not None and not opts.method.explicit
     stats = {"accepted": accepted, "rejected": rejected, "status": status,
              "sparse": (status >= 0) if sparse else (status < 0)}
     if model.has_event:

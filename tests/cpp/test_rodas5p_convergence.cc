@@ -265,7 +265,7 @@ double dense_local_error(int n_steps, double t_end, double theta, const double* 
     double y[n], y_new[n], err[n], mid[n], ref[n];
     Model::exact(t, y);
     stepper.step(y, t, h, p, y_new, err);
-    stepper.interpolate(y, h, theta, mid);
+    stepper.interpolate(y, t, h, theta, p, mid);
     Model::exact(t + theta * h, ref);
     worst = std::max(worst, max_abs_diff<Model>(mid, ref));
   }
@@ -302,8 +302,8 @@ void expect_interpolant_hits_step_ends() {
   Stepper<Spiral, double> stepper;
   double y[2] = {0.3, -0.2}, y_new[2], err[2], at0[2], at1[2];
   stepper.step(y, 0.4, 0.3, p, y_new, err);
-  stepper.interpolate(y, 0.3, 0.0, at0);
-  stepper.interpolate(y, 0.3, 1.0, at1);
+  stepper.interpolate(y, 0.4, 0.3, 0.0, p, at0);
+  stepper.interpolate(y, 0.4, 0.3, 1.0, p, at1);
   for (int i = 0; i < 2; ++i) {
     EXPECT_EQ(at0[i], y[i]);
     EXPECT_NEAR(at1[i], y_new[i], 1e-15 * std::abs(y_new[i]));

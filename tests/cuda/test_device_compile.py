@@ -81,6 +81,7 @@ def _translation_units(count: int) -> list[str]:
         _namespaced(rob, "rob"), _namespaced(ring_model, "ring"),
         _namespaced(table_model, "tab"), _namespaced(workflow_model, "flow"),
         '#include "shoal/ode/ensemble.hpp"', '#include "shoal/ode/tsit5.hpp"',
+        '#include "shoal/ode/vern7.hpp"', '#include "shoal/ode/vern9.hpp"',
         '#include "shoal/ode/directional_sensitivity.hpp"',
         '#include "shoal/ode/rodas5p.hpp"',
         '#include "shoal/ode/rodas4.hpp"',
@@ -97,6 +98,8 @@ def _translation_units(count: int) -> list[str]:
         ("shoal::ode::Rodas5PLu32", "rob::Model"),
         ("shoal::ode::Rodas4", "rob::Model"),
         ("shoal::ode::Rosenbrock23", "rob::Model"),
+        ("shoal::ode::Vern7", "rob::Model"),
+        ("shoal::ode::Vern9", "rob::Model"),
         ("shoal::ode::Tsit5", "shoal::ode::Sensitivity<rob::Model, true, 0, 3>"),
         ("shoal::ode::Rodas5PSensitivityLu64", "shoal::ode::Sensitivity<rob::Model, false, 0, 3>"),
         ("shoal::ode::Tsit5", "tab::Model"),
@@ -141,7 +144,7 @@ def ptxas_report(tmp_path_factory):
 
 def test_every_stepper_compiles_for_sm90(ptxas_report):
     entries = re.findall(r"Compiling entry function '(\w+)' for 'sm_90'", ptxas_report)
-    assert len(entries) == 17
+    assert len(entries) == 19
 
 
 def test_reference_model_does_not_spill(ptxas_report):
@@ -153,7 +156,8 @@ def test_reference_model_does_not_spill(ptxas_report):
         stores = re.search(r"(\d+) bytes spill stores", block)
         spills[name] = int(stores.group(1)) if stores else 0
     reference = {k: v for k, v in spills.items() if "3rob5Model" in k and "Sensitivity" not in k}
-    assert len(reference) == 5, spills  # Tsit5, Rodas5P (fp64, fp32 LU), Rodas4, Rosenbrock23
+    # Tsit5, Vern7, Vern9, Rodas5P (fp64, fp32 LU), Rodas4, Rosenbrock23
+    assert len(reference) == 7, spills
     assert all(v == 0 for v in reference.values()), reference
 
 

@@ -58,6 +58,8 @@ def _variants():
     return {
         "tsit5": (lorenz, 3, 3, Variant(Method.TSIT5)),
         "tsit5_sens": (lorenz, 3, 3, Variant(Method.TSIT5, sens=(True, True))),
+        "vern7": (lorenz, 3, 3, Variant(Method.VERN7)),
+        "vern9": (lorenz, 3, 3, Variant(Method.VERN9)),
         "rodas5p_lu64": (robertson, 3, 3, Variant(Method.RODAS5P)),
         "rodas5p_lu32": (robertson, 3, 3, Variant(Method.RODAS5P, LuPrecision.FP32)),
         "rodas4_lu64": (robertson, 3, 3, Variant(Method.RODAS4)),

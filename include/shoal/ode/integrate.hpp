@@ -1,7 +1,7 @@
 // The per-trajectory adaptive loop: steps, stops, saves by dense output, events, and the
 // trajectory's status.
 //
-// The stepper (Tsit5, Rodas5P) supplies init/step/accept/interpolate and its error order;
+// The stepper (explicit_rk.hpp, rosenbrock.hpp) supplies init/step/accept/interpolate and its error order;
 // everything about time stepping lives here once.
 //   - Saves never constrain the step: every save time inside an accepted step is filled from the
 //     stepper's continuous extension (through the model's save, if it has one: model_traits.hpp).
@@ -355,7 +355,7 @@ struct Integration {
         record(saved, y_new);
       } else {
         T y_save[n];
-        stepper.interpolate(y, h, (t_span[saved] - t) / h, y_save);
+        stepper.interpolate(y, t, h, (t_span[saved] - t) / h, tr.p, y_save);
         record(saved, y_save);
       }
       ++saved;
@@ -428,7 +428,7 @@ struct Integration {
          ++it) {
       T theta = (lo * g_hi - hi * g_lo) / (g_hi - g_lo);
       if (!(theta > lo && theta < hi)) theta = T(0.5) * (lo + hi);
-      stepper.interpolate(y, h, theta, y_mid);
+      stepper.interpolate(y, t, h, theta, tr.p, y_mid);
       T g_mid;
       Model::template event<T>(y_mid, t + theta * h, tr.p, &g_mid);
       if (detail::crosses(g_lo, g_mid, opt.event_direction) ||
@@ -451,7 +451,7 @@ struct Integration {
     if (hi >= T(1)) {
       for (int i = 0; i < n; ++i) tr.event_state[i] = y_new[i];
     } else {
-      stepper.interpolate(y, h, hi, tr.event_state);
+      stepper.interpolate(y, t, h, hi, tr.p, tr.event_state);
     }
     return opt.event_terminal ? t_event : inf();
   }

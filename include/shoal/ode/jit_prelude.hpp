@@ -13,3 +13,5 @@
 #include "shoal/ode/sensitivity.hpp"
 #include "shoal/ode/sparse_iteration_matrix.hpp"
 #include "shoal/ode/tsit5.hpp"
+#include "shoal/ode/vern7.hpp"
+#include "shoal/ode/vern9.hpp"

@@ -61,12 +61,12 @@ struct LaneView {
     scratch->store_init_lane(*lanes, l);
     *scratch_lane = -1;
   }
-  void interpolate(const T* y, T h, T theta, T* out) {
+  void interpolate(const T* y, T t, T h, T theta, const T* p, T* out) {
     if (*scratch_lane != l) {
       scratch->load_lane(*lanes, l);
       *scratch_lane = l;
     }
-    scratch->interpolate(y, h, theta, out);
+    scratch->interpolate(y, t, h, theta, p, out);
   }
   void accept() { accepted = true; }
 };

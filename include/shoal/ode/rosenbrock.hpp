@@ -114,8 +114,9 @@ struct Rosenbrock {
     template <class Mask>
     void accept_lanes(const Mask&) {}
 
-    // Dense output inside the last attempted step, from its start y (θ in [0, 1]).
-    SHOAL_HD void interpolate(const T* y, T, T theta, T* out) const {
+    // Dense output inside the last attempted step, from its start y (θ in [0, 1]); the step's
+    // time, size and parameters are not needed.
+    SHOAL_HD void interpolate(const T* y, T, T, T theta, const T*, T* out) const {
       const T one_minus = T(1) - theta;
       for (int i = 0; i < n; ++i) {
         T poly = dense[Tab::dense_rows - 1][i];

@@ -2,7 +2,7 @@
 // satisfying only the first column simplifying assumption", Comput. Math. Appl. 62, 2011).
 //
 // Seven stages, first-same-as-last: the last stage is f at the new point, so an accepted step costs
-// six evaluations. The error estimate is the difference to the embedded order-4 solution. Its free
+// six evaluations (explicit_rk.hpp runs it). The error estimate is the difference to the embedded order-4 solution. Its free
 // continuous extension b_i(θ) = Σ_j r_ij θ^j is order 4 and reuses the stages, so saving at
 // arbitrary times never shortens a step.
 //
@@ -14,6 +14,7 @@
 #pragma once
 
 #include "shoal/config.hpp"
+#include "shoal/ode/explicit_rk.hpp"
 
 namespace shoal {
 namespace ode {
@@ -22,6 +23,9 @@ struct Tsit5Tableau {
   static constexpr int stages = 7;
   static constexpr int order = 5;
   static constexpr int embedded_order = 4;
+  static constexpr bool fsal = true;
+  static constexpr int dense_stages = 7;
+  static constexpr int dense_degree = 4;
   // Stage times c_i; c_1 = 0, c_7 = 1.
   SHOAL_HD static double c(int i) {
     static constexpr double v[7] = {0.0, 0.161, 0.327, 0.9, 0.9800255409045097, 1.0, 1.0};
@@ -78,80 +82,9 @@ struct Tsit5Tableau {
   }
 };
 
-// One trajectory's Tsit5 working storage and step. `k[0]` holds f(t, y) on entry to step() (FSAL).
+// One trajectory's Tsit5 working storage and step (explicit_rk.hpp).
 template <class Model, class T>
-struct Tsit5 {
-  using Tab = Tsit5Tableau;
-  static constexpr int n = Model::n_vars;
-  static constexpr int error_order = Tab::embedded_order + 1;
-
-  T k[Tab::stages][n];
-
-  // Called once at the initial point, and again if the state is modified between steps.
-  SHOAL_HD void init(const T* y, T t, const T* p) { Model::template rhs<T>(y, t, p, k[0]); }
-
-  // Attempts a step of size h from (t, y): writes the candidate y_new and the error estimate err
-  // (already scaled by h). Stage 7 is f(t + h, y_new), kept for FSAL on acceptance.
-  SHOAL_HD void step(const T* y, T t, T h, const T* p, T* y_new, T* err) {
-    T tmp[n];
-    for (int s = 1; s < Tab::stages; ++s) {
-      for (int i = 0; i < n; ++i) {
-        T acc = T(0);
-        for (int j = 0; j < s; ++j) acc += T(Tab::a(s, j)) * k[j][i];
-        tmp[i] = y[i] + h * acc;
-      }
-      // The last stage's point is the solution itself; evaluate it at exactly t + h so the final
-      // step's FSAL derivative is taken at the final time.
-      const T ts = (s == Tab::stages - 1) ? t + h : t + T(Tab::c(s)) * h;
-      Model::template rhs<T>(tmp, ts, p, k[s]);
-      if (s == Tab::stages - 1) {
-        for (int i = 0; i < n; ++i) y_new[i] = tmp[i];
-      }
-    }
-    for (int i = 0; i < n; ++i) {
-      T acc = T(0);
-      for (int s = 0; s < Tab::stages; ++s) acc += T(Tab::e(s)) * k[s][i];
-      err[i] = h * acc;
-    }
-  }
-
-  // The accepted step's derivative at its end becomes the next step's first stage.
-  SHOAL_HD void accept() {
-    for (int i = 0; i < n; ++i) k[0][i] = k[Tab::stages - 1][i];
-  }
-
-  // The lanes engine (lanes_ensemble.hpp), where this stepper's T is simd::Lanes: lane l's
-  // step as a scalar stepper (for its dense output), a scalar stepper's init() put into lane l,
-  // and accept() in the lanes a mask selects.
-  template <class LanesStepper>
-  void load_lane(const LanesStepper& from, int l) {
-    for (int s = 0; s < Tab::stages; ++s)
-      for (int i = 0; i < n; ++i) k[s][i] = lane(from.k[s][i], l);
-  }
-  template <class LanesStepper>
-  void store_init_lane(LanesStepper& to, int l) const {
-    for (int i = 0; i < n; ++i) set_lane(to.k[0][i], l, k[0][i]);
-  }
-  template <class Mask>
-  void accept_lanes(const Mask& accepted) {
-    for (int i = 0; i < n; ++i) k[0][i] = select(accepted, k[Tab::stages - 1][i], k[0][i]);
-  }
-
-  // Dense output inside the last attempted step: y(t + θh) from its start y, 0 ≤ θ ≤ 1.
-  SHOAL_HD void interpolate(const T* y, T h, T theta, T* out) const {
-    T bt[Tab::stages];
-    for (int s = 0; s < Tab::stages; ++s) {
-      bt[s] =
-          theta * (T(Tab::r(s, 0)) +
-                   theta * (T(Tab::r(s, 1)) + theta * (T(Tab::r(s, 2)) + theta * T(Tab::r(s, 3)))));
-    }
-    for (int i = 0; i < n; ++i) {
-      T acc = T(0);
-      for (int s = 0; s < Tab::stages; ++s) acc += bt[s] * k[s][i];
-      out[i] = y[i] + h * acc;
-    }
-  }
-};
+using Tsit5 = ExplicitRungeKutta<Tsit5Tableau>::Stepper<Model, T>;
 
 }  // namespace ode
 }  // namespace shoal
