@@ -13,9 +13,11 @@
 // The integral controller's exponents 1/k of the methods' estimates are roots, not pow: 1/5
 // (Rodas5P, Tsit5) by fifth_root (fifth_root.hpp: a few IEEE operations, a proven error bound of
 // 1.81 ulp), 1/4 (Rodas4) as sqrt(sqrt(·)) (two correctly rounded operations), 1/3
-// (Rosenbrock23) by shoal's own cbrt (elementary/cbrt.hpp, ≤ 0.5001 ulp). Each gives the same bits
-// on every CPU and GPU (libm's and CUDA's pow differ, and so would the step sizes) and is
-// vectorisable: the lanes engine takes the root of all its lanes' norms at once (root_of).
+// (Rosenbrock23) by shoal's own cbrt (elementary/cbrt.hpp, ≤ 0.5001 ulp), any other (Vern7's 1/7,
+// Vern9's 1/9, other gains) by shoal's own pow. Each gives the same bits on every CPU and GPU
+// (libm's and CUDA's pow differ, and so would the step sizes) and is vectorisable: the lanes
+// engine takes the root of all its lanes' norms at once (root_of; pow in the lanes took a quarter
+// of Vern9's time on Lorenz when each lane took its own).
 #pragma once
 
 #include "shoal/config.hpp"
@@ -98,17 +100,17 @@ struct PidController {
 
   SHOAL_HD static bool accepts(T norm) { return norm <= T(1); }
 
-  // Which root factor() takes of 1/norm (see the top); kNone: pow.
-  enum class Root { kNone, kFifth, kFourth, kCube };
+  // How factor() takes (1/norm)^exponent() (see the top); kNone: not at all (a zero exponent).
+  enum class Root { kNone, kFifth, kFourth, kCube, kPow };
   SHOAL_HD Root root() const {
     const T c = exponent();
     if (c == T(1) / T(5)) return Root::kFifth;
     if (c == T(1) / T(4)) return Root::kFourth;
     if (c == T(1) / T(3)) return Root::kCube;
-    return Root::kNone;
+    return c != T(0) ? Root::kPow : Root::kNone;
   }
   SHOAL_HD bool takes_root() const { return root() != Root::kNone; }
-  // (1/norm)^exponent where takes_root() (lanes_ensemble.hpp takes all its lanes' at once).
+  // (1/norm)^exponent() where takes_root() (lanes_ensemble.hpp takes all its lanes' at once).
   SHOAL_HD T root_of(T norm) const {
     const T inv = T(1) / norm;
     switch (root()) {
@@ -116,9 +118,15 @@ struct PidController {
         return fifth_root_of(norm);
       case Root::kFourth:
         return math::sqrt(math::sqrt(inv));
-      default:
+      case Root::kCube:
         return math::cbrt(inv);
+      default:
+        return math::pow(inv, exponent());
     }
+  }
+  // The integral exponent (p + i + d)/k.
+  SHOAL_HD T exponent() const {
+    return (opt.pcoeff + opt.icoeff + opt.dcoeff) / T(error_order);
   }
 
   // root_of(norm) where root() is kFifth, with nothing to decide: a loop of it over the lanes
@@ -140,14 +148,9 @@ struct PidController {
     } else {
       const T inv = T(1) / norm;
       f = opt.safety;
-      const T c1 = exponent();
       const T c2 = -(opt.pcoeff + T(2) * opt.dcoeff) / k;
       const T c3 = opt.dcoeff / k;
-      if (takes_root()) {
-        f *= root;
-      } else if (c1 != T(0)) {
-        f *= math::pow(inv, c1);
-      }
+      if (takes_root()) f *= root;
       if (c2 != T(0)) f *= math::pow(prev_inv, c2);
       if (c3 != T(0)) f *= math::pow(prev_prev_inv, c3);
       if (accepted) {
@@ -159,11 +162,6 @@ struct PidController {
     f = f < opt.factor_min ? opt.factor_min : f;
     f = f > hi ? hi : f;
     return f;
-  }
-
- private:
-  SHOAL_HD T exponent() const {
-    return (opt.pcoeff + opt.icoeff + opt.dcoeff) / T(error_order);
   }
 };
 

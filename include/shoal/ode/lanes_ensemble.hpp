@@ -76,7 +76,8 @@ struct LaneView {
 // Rodas5P, the second over the lanes' LU).
 // Every lane's controller root (PidController::root_of) at once, the same bits as each lane's,
 // where it is not a fifth root (solve_range_lanes takes those inline, in a loop the compiler
-// vectorises): Rodas4's sqrt(sqrt) and Rosenbrock23's cbrt by the lanes' own functions. Out of
+// vectorises): Rodas4's sqrt(sqrt), Rosenbrock23's cbrt and any other exponent's pow (Vern7,
+// Vern9, PID gains) by the lanes' own functions. Out of
 // line: inlined, this code cost Lorenz's Tsit5 solve ~8 % (benchmarks/compare_revisions.py),
 // though it never ran there.
 template <class T, int W>
@@ -85,8 +86,11 @@ __attribute__((noinline)) void lanes_other_roots(const PidController<T>& ctrl, c
   using L = simd::Lanes<T, W>;
   L inv;
   for (int l = 0; l < W; ++l) inv.set(l, T(1) / norm[l]);
-  const L r = ctrl.root() == PidController<T>::Root::kFourth ? simd::sqrt(simd::sqrt(inv))
-                                                              : simd::cbrt(inv);
+  using Root = typename PidController<T>::Root;
+  const Root kind = ctrl.root();
+  const L r = kind == Root::kFourth ? simd::sqrt(simd::sqrt(inv))
+              : kind == Root::kCube ? simd::cbrt(inv)
+                                    : simd::pow(inv, L(ctrl.exponent()));
   for (int l = 0; l < W; ++l) root[l] = r[l];
 }
 
