@@ -91,7 +91,8 @@ def test_bad_t_span_inside_jit_is_a_status():
         ({"first_step": -0.1}, "first_step must be finite and > 0"),
         ({"max_step": 0.0}, "max_step must be a finite number > 0"),
         ({"method": "rk4"},
-         "method must be one of 'tsit5', 'rodas5p', 'rodas4', 'rosenbrock23', 'vern7', 'vern9'; got 'rk4'"),
+         "method must be one of 'tsit5', 'rodas5p', 'rodas4', 'rosenbrock23', 'vern7', 'vern9'; "
+         "got 'rk4'"),
         ({"method": "rodas5p", "lu_precision": "fp16"},
          "lu_precision must be one of 'fp64', 'fp32'; got 'fp16'"),
         ({"error_weights": np.ones(3)}, r"error_weights must have shape \(1,\)"),
