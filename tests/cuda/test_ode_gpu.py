@@ -241,6 +241,23 @@ def test_tsit5_dense_output_at_irregular_saves():
     assert_same_solve(cpu, gpu)
 
 
+@pytest.mark.parametrize("method", ["vern7", "vern9"])
+def test_verner_lorenz_and_its_interpolant_at_irregular_saves(method):
+    # Verner's pairs: the same engine as Tsit5, their controller roots by shoal's pow, and the
+    # interpolants' extra stages computed on the device for the steps that serve a save.
+    rng = np.random.default_rng(8)
+    t = np.unique(np.concatenate([[0.0], np.sort(rng.uniform(0.0, 2.0, 49)), [2.0]]))
+    y0, p = lorenz_inputs(257, seed=9)
+
+    def run(y0, t, p):
+        return solve(lorenz, y0, t, p, method=method, rtol=1e-11, atol=1e-11,
+                     return_stats=True)
+
+    cpu, gpu = both(run, y0, t, p)
+    assert np.all(cpu[1]["status"] == Status.SUCCESS)
+    assert_same_solve(cpu, gpu)
+
+
 def test_tsit5_options_weights_pid_first_step():
     y0, p = lorenz_inputs(128, seed=7)
     w = np.random.default_rng(8).uniform(0.0, 2.0, (128, 3))

@@ -70,6 +70,25 @@ def test_saves_between_steps_are_as_accurate_as_the_steps(method):
 
 
 @pytest.mark.parametrize("method", METHODS)
+def test_the_error_is_proportional_to_the_tolerance(method):
+    # Adaptively, over six decades of rtol (1e-5 … 1e-11): the global error of y' = cos(t) y
+    # stays within a small multiple of rtol and falls with it at slope ~1 (tolerance
+    # proportionality: what makes a requested accuracy mean something).
+    ts = np.linspace(0.0, 20.0, 41)
+    scale = np.array([[1.0], [0.5]])
+    rtols = np.array([1e-5, 1e-7, 1e-9, 1e-11])
+    errors = []
+    for rtol in rtols:
+        ys = solve(lambda y, t, p: jnp.cos(t) * y * p[0], np.ones((2, 1)), ts, scale,
+                   method=method, rtol=rtol, atol=1e-2 * rtol)
+        errors.append(np.max(np.abs(np.asarray(ys)[..., 0] - np.exp(scale * np.sin(ts)))))
+    errors = np.array(errors)
+    assert np.all(errors < 10 * rtols * np.e), errors
+    slope = np.log10(errors[0] / errors[-1]) / np.log10(rtols[0] / rtols[-1])
+    assert 0.85 < slope < 1.15, (slope, errors)
+
+
+@pytest.mark.parametrize("method", METHODS)
 def test_an_event_on_the_interpolant_and_doses_at_stops(method):
     # A decay crossing a level: t* = ln(1/level) / k. Then doses by jump_fn at stops.
     k = np.array([0.5, 2.0])
