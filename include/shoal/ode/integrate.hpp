@@ -1,8 +1,8 @@
 // The per-trajectory adaptive loop: steps, stops, saves by dense output, events, and the
 // trajectory's status.
 //
-// The stepper (explicit_rk.hpp, rosenbrock.hpp) supplies init/step/accept/interpolate and its error order;
-// everything about time stepping lives here once.
+// The stepper (explicit_rk.hpp, rosenbrock.hpp) supplies init/step/accept/interpolate and its
+// error order; everything about time stepping lives here once.
 //   - Saves never constrain the step: every save time inside an accepted step is filled from the
 //     stepper's continuous extension (through the model's save, if it has one: model_traits.hpp).
 //   - Stops (tstops) do: the step before a stop s ends two floats before s, so its last stage's

@@ -77,9 +77,8 @@ struct LaneView {
 // Every lane's controller root (PidController::root_of) at once, the same bits as each lane's,
 // where it is not a fifth root (solve_range_lanes takes those inline, in a loop the compiler
 // vectorises): Rodas4's sqrt(sqrt), Rosenbrock23's cbrt and any other exponent's pow (Vern7,
-// Vern9, PID gains) by the lanes' own functions. Out of
-// line: inlined, this code cost Lorenz's Tsit5 solve ~8 % (benchmarks/compare_revisions.py),
-// though it never ran there.
+// Vern9, PID gains) by the lanes' own functions. Out of line: inlined, this code cost Lorenz's
+// Tsit5 solve ~8 % (benchmarks/compare_revisions.py), though it never ran there.
 template <class T, int W>
 __attribute__((noinline)) void lanes_other_roots(const PidController<T>& ctrl, const T* norm,
                                                  T* root) {
