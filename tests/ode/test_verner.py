@@ -121,6 +121,28 @@ def test_save_fn_records_observables_of_the_interpolated_state(method):
     np.testing.assert_array_equal(np.asarray(saved[0, :, 1]), ts)
 
 
+@pytest.mark.parametrize("method", METHODS)
+def test_a_failing_member_is_reported_and_the_others_are_untouched(method):
+    # y' = y² blows up at t = 1/y0: y0 = 1 fails before t = 2 (its later saves NaN, a failure
+    # status); the members beside it in the lanes match the closed form and their solve alone.
+    y0 = np.array([[0.1], [1.0], [0.2], [0.3], [0.25]])
+    ts = np.array([0.0, 0.5, 2.0])
+    ys, st = solve(lambda y, t, p: y * y, y0, ts, method=method, rtol=1e-10, atol=1e-12,
+                   return_stats=True)
+    ys, status = np.asarray(ys), np.asarray(st["status"])
+    assert status[1] in (Status.STEP_SIZE_UNDERFLOW, Status.NON_FINITE,
+                         Status.MAX_STEPS_REACHED), status
+    assert np.isnan(float(ys[1, 2, 0]))
+    np.testing.assert_allclose(float(ys[1, 1, 0]), 2.0, rtol=1e-8)
+    healthy = np.array([0, 2, 3, 4])
+    assert np.all(status[healthy] == Status.SUCCESS)
+    np.testing.assert_allclose(np.asarray(ys[healthy, 2, 0]),
+                               1.0 / (1.0 / y0[healthy, 0] - 2.0), rtol=1e-8)
+    alone = solve(lambda y, t, p: y * y, y0[healthy], ts, method=method, rtol=1e-10,
+                  atol=1e-12)
+    np.testing.assert_array_equal(np.asarray(ys[healthy]), np.asarray(alone))
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("method", METHODS)
 def test_lanes_and_scalar_path_give_the_same_bits(method, dtype):
