@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from shoal import _jit
+from shoal.ode import _build
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,6 +31,9 @@ def _source(tag: str, body: str = "return 42;") -> str:
 def fresh_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("SHOAL_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(_jit, "_loaded", {})
+    # A model another test in this process already loaded would otherwise be served from the
+    # in-memory memo, and nothing would be compiled into the fresh cache.
+    _build.host_library.cache_clear()
     return tmp_path / "cache"
 
 
