@@ -115,7 +115,10 @@ def _solve_ensemble_jvp(problem: EnsembleProblem, primals, tangents):
     if not any(widths):
         out = problem.run(*primals, progress=progress)
         return out, _zero_tangents(out)
-    if sum(widths) <= UNIT_COLUMNS and unit_fits(problem, y0, widths):
+    # With adjoint=True the tangent is always the directional primitive, whose transpose is
+    # the adjoint (_adjoint.py) rather than a column per entry.
+    if (not problem.options.adjoint and sum(widths) <= UNIT_COLUMNS
+            and unit_fits(problem, y0, widths)):
         ys, S, stats, event_time, event_state = unit_sensitivities(problem, primals, widths,
                                                                    progress)
         per_trajectory = [dy0, dparams, dshared if not widths[2] else

@@ -33,6 +33,7 @@ from jax.interpreters import ad, batching, mlir
 
 from shoal._manual_axes import result_aval, varying_axes
 from shoal.ode import _partitioning
+from shoal.ode._adjoint import adjoint_cotangents
 from shoal.ode._primitive import second_order_jvp
 from shoal.ode._status import Status
 
@@ -315,6 +316,10 @@ def _transpose(ct, y0, params, shared, t_span, weights, tstops, first_step, dy0,
     if entries == 0:
         return [None] * N_PRIMALS + [jnp.zeros(a.shape, a.dtype) if w else None
                                      for a, w in zip(avals, wanted, strict=True)]
+    if problem.options.adjoint:
+        cotangents = adjoint_cotangents(problem, primals, ct)
+        return [None] * N_PRIMALS + [c.astype(a.dtype) if w else None
+                                     for c, a, w in zip(cotangents, avals, wanted, strict=True)]
     if unit_fits(problem, y0, widths):
         S = _flat_unit_sensitivities(problem, primals, widths)
         cts = jnp.einsum("nck,dnk->dnc", S, ct)  # (D, N, entries)

@@ -28,7 +28,8 @@ class Variant:
     system along M given tangent directions (a JVP; directional_sensitivity.hpp). A sparsity
     pattern replaces Rodas5P's dense LU by the sparse direct solver compiled for it. lanes: on
     the CPU, the SIMD lanes per worker (lanes_ensemble.hpp; 0: the host's vector width, 1: the
-    scalar path); the GPU ignores it.
+    scalar path); the GPU ignores it. adjoint: the entry is the discrete adjoint of an explicit
+    method's solve (explicit_rk_adjoint.hpp; host only, scalar path, a model with a vjp).
     """
 
     method: Method
@@ -38,6 +39,7 @@ class Variant:
     ordering: Ordering = Ordering.AMD
     directions: int = 0
     lanes: int = 1
+    adjoint: bool = False
 
     @classmethod
     def of(cls, method: Method, lu_precision: LuPrecision, sparsity: SparsityPattern | None,
@@ -78,6 +80,8 @@ class Variant:
             name += "_sparse"
         if self.lanes != 1:
             name += f"_lanes{self.lanes or 'native'}"
+        if self.adjoint:
+            name += "_adjoint"
         return name
 
 
@@ -163,7 +167,12 @@ def library_source(model: _codegen.GeneratedModel, variant: Variant,
         raise ValueError(f"no shoal ODE backend for platform {platform!r}")
     solver = f"shoal::ode::solve_range<{stepper_type}, ShoalSolvedModel, {ctype}>"
     lane_exports = []
-    if variant.lanes != 1:
+    if variant.adjoint:
+        if not (variant.method.explicit and variant.lanes == 1 and not variant.joint):
+            raise ValueError(f"no adjoint entry for {variant}")
+        lines.append('#include "shoal/ode/explicit_rk_adjoint.hpp"')
+        solver = f"shoal::ode::adjoint_range<{stepper_type}, ShoalSolvedModel, {ctype}>"
+    elif variant.lanes != 1:
         width = str(variant.lanes) if variant.lanes else f"shoal::simd::native_lanes<{ctype}>()"
         lane_lines, lanes_stepper, _ = _stepper_source(variant, "ShoalLanes")
         lines += ['#include "shoal/ode/lanes_ensemble.hpp"',

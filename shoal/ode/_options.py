@@ -334,6 +334,15 @@ class SolveOptions:
         "relative): an error floor near 1e-11 and occasional extra steps, so use it at moderate "
         "tolerances.")
 
+    adjoint: bool = _option(
+        False, _flag("adjoint"),
+        "Reverse mode (grad, vjp, jacrev) by the discrete adjoint of the steps taken: one more "
+        "forward solve and one backward sweep per cotangent, whatever the number of "
+        "differentiated entries (thousands of table entries or network weights), instead of "
+        "a sensitivity column per entry. The derivative is that of the same discretisation "
+        "forward sensitivities compute (steps held fixed), CPU only, for the explicit methods "
+        "(``tsit5``, ``vern7``, ``vern9``) without ``event``, ``jump_fn`` or ``save_fn``. "
+        "Forward mode (jvp, jacfwd) is unchanged.")
     lanes: int = _option(
         0, _lanes,
         "CPU: trajectories stepped together in SIMD lanes per thread; ``0`` (default) the "

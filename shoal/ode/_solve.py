@@ -17,8 +17,8 @@ import jax.extend.core as jex_core
 import jax.numpy as jnp
 import numpy as np
 
-from shoal.ode import _model, _options, _params, _progress, _validation
-from shoal.ode._codegen import ModelTraceError
+from shoal.ode import _adjoint, _model, _options, _params, _progress, _validation
+from shoal.ode._codegen import ModelFunction, ModelTraceError
 from shoal.ode._differentiation import EnsembleProblem, solve_ensemble
 from shoal.ode._options import SolveOptions
 from shoal.ode._user_functions import UserFunctions
@@ -216,7 +216,12 @@ def solve(f, y0, t_span, params=None, *, params_axes=None, tstops=None, first_st
         if w_values is not None and not np.all((w_values >= 0) & np.isfinite(w_values)):
             raise ValueError("error_weights must be finite and >= 0")
 
-    model, closure = _traced_model(f, n, split, dtype, extras)
+    # adjoint=True: the model also carries f's vector-Jacobian product (_codegen/vjp.py).
+    vjp = (ModelFunction("vjp", f),) if opts.adjoint else ()
+    model, closure = _traced_model(f, n, split, dtype, extras + vjp)
+    if opts.adjoint and (why := _adjoint.unsupported(model, opts)) is not None:
+        raise NotImplementedError(f"shoal.ode.solve(adjoint=True): {why}; differentiate with "
+                                  "adjoint=False (forward sensitivities) instead")
     # Arrays f closes over while an outer transformation traces them follow the shared leaves.
     shared = jnp.concatenate([split.shared, *(jnp.ravel(c).astype(dtype) for c in closure)])
     opts = opts.replace(sparsity=_model.resolve_sparsity(model, opts.sparsity,

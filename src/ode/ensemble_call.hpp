@@ -72,6 +72,18 @@ auto bind_ensemble_solve(Binding binding) {
       .template Ret<AnyBuffer>();  // event_state (empty without an event)
 }
 
+// The adjoint's handler (explicit_rk_adjoint.hpp): a solve's binding (bind_ensemble_solve) and
+// one more operand, the saves' cotangents ys_bar (like ys), and two more results, the
+// cotangents y0_bar (like y0) and p_bar (leading dimensions of y0, the model's n_params).
+template <class SolveBinding>
+auto bind_ensemble_adjoint(SolveBinding binding) {
+  using xla::ffi::AnyBuffer;
+  return std::move(binding)
+      .template Arg<AnyBuffer>()   // ys_bar
+      .template Ret<AnyBuffer>()   // y0_bar
+      .template Ret<AnyBuffer>();  // p_bar
+}
+
 // Fills `a` (pointers are the buffers' own, host or device) or returns an InvalidArgument error
 // naming what does not match.
 xla::ffi::Error fill_ensemble_args(const ModelShape& model, EnsembleBuffers buffers,

@@ -19,6 +19,7 @@ NB_MODULE(_ode_ext, m) {
     nb::dict d;
     d["shoal_ode_solve_cpu"] = nb::capsule(reinterpret_cast<void*>(&ShoalOdeSolveCpu));
     d["shoal_ode_solve_cuda"] = nb::capsule(reinterpret_cast<void*>(&ShoalOdeSolveCuda));
+    d["shoal_ode_adjoint_cpu"] = nb::capsule(reinterpret_cast<void*>(&ShoalOdeAdjointCpu));
     return d;
   });
   m.def(

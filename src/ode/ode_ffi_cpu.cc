@@ -45,9 +45,36 @@ ffi::Error progress_counter(const ffi::AnyBuffer& slot, progress::Counter** coun
   return ffi::Error::Success();
 }
 
+// An adjoint call's extra operand and results (bind_ensemble_adjoint).
+struct AdjointBuffers {
+  ffi::AnyBuffer ys_bar;
+  ffi::Result<ffi::AnyBuffer> y0_bar, p_bar;
+};
+
+ffi::Error fill_adjoint_args(EnsembleBuffers buffers, AdjointBuffers& adjoint,
+                             ShoalEnsembleArgs* a) {
+  const auto dtype = buffers.y0.element_type();
+  if (adjoint.ys_bar.element_type() != dtype || adjoint.y0_bar->element_type() != dtype ||
+      adjoint.p_bar->element_type() != dtype) {
+    return ffi::Error(ffi::ErrorCode::kInvalidArgument,
+                      "shoal.ode.solve adjoint: cotangents must have y0's dtype");
+  }
+  if (adjoint.ys_bar.element_count() != buffers.ys->element_count() ||
+      adjoint.y0_bar->element_count() != buffers.y0.element_count() ||
+      adjoint.p_bar->element_count() != static_cast<size_t>(a->n_traj * a->n_params)) {
+    return ffi::Error(ffi::ErrorCode::kInvalidArgument,
+                      "shoal.ode.solve adjoint: a cotangent buffer has the wrong size");
+  }
+  a->ys_bar = adjoint.ys_bar.untyped_data();
+  a->y0_bar = adjoint.y0_bar->untyped_data();
+  a->p_bar = adjoint.p_bar->untyped_data();
+  return ffi::Error::Success();
+}
+
 ffi::Error solve_impl(ffi::ThreadPool& pool, const EnsembleBuffers& buffers,
                       std::string_view model_path, std::string_view entry,
-                      const ShoalSolveOptions& options, progress::Counter* counter) {
+                      const ShoalSolveOptions& options, progress::Counter* counter,
+                      AdjointBuffers* adjoint = nullptr) {
   LoadedModel model;
   std::string error;
   if (!load_model(std::string(model_path), std::string(entry), &model, &error)) {
@@ -58,6 +85,10 @@ ffi::Error solve_impl(ffi::ThreadPool& pool, const EnsembleBuffers& buffers,
   ShoalEnsembleArgs a;
   ffi::Error filled = fill_ensemble_args(shape, buffers, options, &a);
   if (filled.failure()) return filled;
+  if (adjoint != nullptr) {
+    filled = fill_adjoint_args(buffers, *adjoint, &a);
+    if (filled.failure()) return filled;
+  }
   const int64_t n_traj = a.n_traj;
   if (n_traj == 0) return ffi::Error::Success();
   // Ctrl-C ends every trajectory within a step (interrupt.hpp). The solve still succeeds, with
@@ -107,8 +138,32 @@ ffi::Error solve(ffi::ThreadPool pool, ffi::AnyBuffer y0, ffi::AnyBuffer params,
   });
 }
 
+ffi::Error adjoint(ffi::ThreadPool pool, ffi::AnyBuffer y0, ffi::AnyBuffer params,
+                   ffi::AnyBuffer shared, ffi::AnyBuffer t_span, ffi::AnyBuffer weights,
+                   ffi::AnyBuffer atol, ffi::AnyBuffer tstops, ffi::AnyBuffer first_step,
+                   ffi::AnyBuffer progress, std::string_view model, std::string_view entry,
+                   ShoalSolveOptions options, ffi::Result<ffi::AnyBuffer> ys,
+                   ffi::Result<ffi::AnyBuffer> accepted, ffi::Result<ffi::AnyBuffer> rejected,
+                   ffi::Result<ffi::AnyBuffer> status, ffi::Result<ffi::AnyBuffer> event_time,
+                   ffi::Result<ffi::AnyBuffer> event_state, ffi::AnyBuffer ys_bar,
+                   ffi::Result<ffi::AnyBuffer> y0_bar, ffi::Result<ffi::AnyBuffer> p_bar) {
+  return without_exceptions("shoal.ode.solve", [&] {
+    progress::Counter* counter = nullptr;
+    ffi::Error slot = progress_counter(progress, &counter);
+    if (slot.failure()) return slot;
+    AdjointBuffers cotangents{ys_bar, y0_bar, p_bar};
+    return solve_impl(pool,
+                      {y0, params, shared, t_span, weights, atol, tstops, first_step, ys, accepted,
+                       rejected, status, event_time, event_state},
+                      model, entry, options, counter, &cotangents);
+  });
+}
+
 }  // namespace
 }  // namespace shoal
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(ShoalOdeSolveCpu, shoal::solve,
                               shoal::bind_ensemble_solve(ffi::Ffi::Bind().Ctx<ffi::ThreadPool>()));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(ShoalOdeAdjointCpu, shoal::adjoint,
+                              shoal::bind_ensemble_adjoint(shoal::bind_ensemble_solve(
+                                  ffi::Ffi::Bind().Ctx<ffi::ThreadPool>())));

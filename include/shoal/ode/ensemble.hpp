@@ -14,7 +14,7 @@
 // The ensemble ABI: the host refuses a library built against a different layout instead of
 // reading garbage. Bump SHOAL_ODE_ABI_BASE whenever ShoalEnsembleArgs (outside its options) or the
 // exported entry signatures change; the options' layout is folded in by itself.
-#define SHOAL_ODE_ABI_BASE 7
+#define SHOAL_ODE_ABI_BASE 8
 #define SHOAL_ODE_ABI_VERSION \
   (static_cast<int32_t>(SHOAL_ODE_ABI_BASE << 24) | ::shoal::ode::solve_options_layout())
 
@@ -40,6 +40,9 @@ extern "C" {
 //            every trajectory reads it once per step attempt and ends with kCancelled
 //            (cancel.hpp); null on CUDA, where a running kernel cannot be reached
 //   queue    the host's work queue (below), or null: then solve_range solves its range only
+//   ys_bar, y0_bar, p_bar   only for an adjoint entry (explicit_rk_adjoint.hpp), else null: the
+//            saves' cotangents (n_traj, n_save, n_vars) in, the cotangents of y0 (n_traj, n_vars)
+//            and of each trajectory's whole p (n_traj, n_params: own, then shared) out
 //
 // The work queue is shared by the host's worker threads: each claims `chunk` trajectories at a
 // time from `next` (an atomic fetch-add) until n_traj, and counts every finished trajectory in
@@ -79,6 +82,9 @@ typedef struct ShoalEnsembleArgs {
   const void* atol;
   const int32_t* cancel;
   ShoalWorkQueue* queue;
+  const void* ys_bar;
+  void* y0_bar;
+  void* p_bar;
 } ShoalEnsembleArgs;
 
 }  // extern "C"

@@ -35,6 +35,7 @@ struct ExplicitRungeKutta {
   // entry to step(); otherwise step() evaluates it.
   template <class Model, class T>
   struct Stepper {
+    using Tableau = Tab;
     static constexpr int n = Model::n_vars;
     static constexpr int error_order = Tab::embedded_order + 1;
     static constexpr bool has_extra_stages = Tab::dense_stages > Tab::stages;

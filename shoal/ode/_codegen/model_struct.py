@@ -13,6 +13,7 @@ from shoal.ode._codegen import array_loops
 from shoal.ode._codegen.emitter import Emitter, live
 from shoal.ode._codegen.tracing import ModelTraceError, trace
 from shoal.ode._codegen.values import Sym, const_sym
+from shoal.ode._codegen.vjp import vjp_jaxpr
 from shoal.ode._codegen.walker import Walker
 from shoal.ode._constant_tables import host_and_device_tables, table_namespace_alias
 from shoal.ode._params import ParamLayout
@@ -24,15 +25,16 @@ _TABLE_MACRO_PREFIX = "SHOAL_GENERATED_"
 @dataclass(frozen=True)
 class ModelFunction:
     """A function of (y, t, p) compiled into the model next to ``rhs``: the state map at each
-    stop (``jump``, shape (n,)), what each save records (``save``, any shape) or an event
-    function (``event``, a scalar). ``fn`` is the user's, keyed by identity like f."""
+    stop (``jump``, shape (n,)), what each save records (``save``, any shape), an event
+    function (``event``, a scalar), or f's vector-Jacobian product (``vjp``, vjp.py; its ``fn``
+    is f itself, which it is derived from). ``fn`` is the user's, keyed by identity like f."""
 
-    kind: str  # "jump" | "save" | "event"
+    kind: str  # "jump" | "save" | "event" | "vjp"
     fn: Callable
 
     @property
     def user_name(self) -> str:
-        return {"jump": "jump_fn", "save": "save_fn", "event": "event.fn"}[self.kind]
+        return {"jump": "jump_fn", "save": "save_fn", "event": "event.fn", "vjp": "f"}[self.kind]
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,7 @@ _SIGNATURES = {
     "jump": "jump(const T* y, const T& t, const T* p, T* out)",
     "save": "save(const T* y, const T& t, const T* p, T* out)",
     "event": "event(const T* y, const T& t, const T* p, T* out)",
+    "vjp": "vjp(const T* y, const T& t, const T* p, T* out)",
 }
 
 
@@ -91,6 +94,8 @@ def generate(f, n_vars: int, params: int | ParamLayout, dtype,
     layout = params if isinstance(params, ParamLayout) else ParamLayout.flat(params, dtype)
     traced = [("rhs", trace(f, n_vars, layout, dtype))]
     for extra in extras:
+        if extra.kind == "vjp":  # derived from f's trace once the closure is known (below)
+            continue
         shape = {"jump": None, "event": (), "save": "any"}[extra.kind]
         traced.append((extra.kind, trace(extra.fn, n_vars, layout, dtype, name=extra.user_name,
                                          shape=shape)))
@@ -100,8 +105,11 @@ def generate(f, n_vars: int, params: int | ParamLayout, dtype,
                if isinstance(c, jax.core.Tracer)]
     n_params = layout.n_params + sum(int(np.prod(c.shape)) for c in closure)
     n_shared = n_params - layout.n_own
+    if any(extra.kind == "vjp" for extra in extras):
+        traced.append(("vjp", _vjp_of(traced[0][1], n_vars, layout.n_params, n_params, dtype)))
     em = Emitter()
-    p_names = np.array([f"p[{i}]" for i in range(n_params)], dtype=object)
+    # The vjp reads its cotangent behind the parameters (vjp.py).
+    p_names = np.array([f"p[{i}]" for i in range(n_params + n_vars)], dtype=object)
     offset = layout.n_params
     bodies = []
     for kind, closed in traced:
@@ -113,7 +121,8 @@ def generate(f, n_vars: int, params: int | ParamLayout, dtype,
                 offset += size
             else:
                 consts.append(const_sym(np.asarray(c)))
-        bodies.append((kind, _body(em, closed, consts, n_vars, layout, p_names, dtype,
+        reads = n_params + n_vars if kind == "vjp" else layout.n_params
+        bodies.append((kind, _body(em, closed, consts, n_vars, reads, p_names, dtype,
                                    "dy" if kind == "rhs" else "out")))
     read = set(re.findall(r"\w+", "\n".join(line for _, body in bodies for line in body)))
     tables = [
@@ -163,6 +172,7 @@ def generate(f, n_vars: int, params: int | ParamLayout, dtype,
               if saved_shape is not None else []),
             *(["  static constexpr bool has_jump = true;"] if "jump" in kinds else []),
             *(["  static constexpr bool has_event = true;"] if "event" in kinds else []),
+            *(["  static constexpr bool has_vjp = true;"] if "vjp" in kinds else []),
             *members,
             "};",
             "",
@@ -257,16 +267,28 @@ def lane_statements(body: list[str]) -> list[str]:
     return [*(f"using {INTEGER_TYPES[c]} = shoal::IntOf<T, {c}>;" for c in used), *lines]
 
 
-def _body(em: Emitter, closed, consts, n_vars: int, layout: ParamLayout, p_names, dtype,
+def _vjp_of(rhs, n_vars: int, n_layout: int, n_params: int, dtype):
+    """f's vector-Jacobian product (vjp.py); f's traced closure is read from p, after the
+    layout's parameters, in the order generate() gives it."""
+    slots, offset = {}, n_layout
+    for i, c in enumerate(rhs.consts):
+        if isinstance(c, jax.core.Tracer):
+            slots[i] = (offset, tuple(c.shape))
+            offset += int(np.prod(c.shape))
+    return vjp_jaxpr(rhs, n_vars, n_layout, slots, n_params, dtype)
+
+
+def _body(em: Emitter, closed, consts, n_vars: int, n_reads: int, p_names, dtype,
           target: str) -> list[str]:
     """The statements of one function: its jaxpr walked into ``em`` (whose tables all the
-    functions share), ending in ``target[k] = ...`` for each output element."""
+    functions share), ending in ``target[k] = ...`` for each output element; it reads the
+    first ``n_reads`` of ``p_names`` as its p."""
     em.lines = []
     for key in em._SCOPED:  # a name computed in another function is not in scope here
         setattr(em, key, {})
     y = Sym(np.array([f"y[{i}]" for i in range(n_vars)], dtype=object), dtype)
     t = Sym(np.array("t", dtype=object), dtype)
-    p = Sym(p_names[: layout.n_params].reshape(layout.n_params), dtype)
+    p = Sym(p_names[:n_reads].reshape(n_reads), dtype)
     em.floats.update(["t", *y.elems.flat, *p_names])
     (out,) = Walker(em).run(closed.jaxpr, consts, [y, t, p])
     elems = list(np.asarray(out.elems, dtype=object).reshape(-1))

@@ -1,0 +1,120 @@
+"""Reverse mode by the discrete adjoint: the transpose of a solve's tangent map in one backward
+sweep per cotangent, whatever the number of differentiated entries (``adjoint=True``).
+
+``adjoint_p`` takes the primal operands of an ensemble solve and ``ys_bar`` (N, n_save, n), the
+cotangent of its saves, and returns ``y0_bar`` (N, n) and ``p_bar`` (N, n_params): the
+cotangents of every trajectory's y0 and whole p (own parameters, then shared ones). Its kernel
+(``explicit_rk_adjoint.hpp``) solves each trajectory forward again, recording its steps, and
+transposes them backwards with f's vector-Jacobian product (``_codegen/vjp.py``). A trajectory
+whose solve fails gets NaN cotangents.
+
+``adjoint_cotangents`` is what ``_directional``'s transpose calls instead of integrating a
+sensitivity column per entry.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.extend.core import Primitive
+from jax.interpreters import batching, mlir
+
+from shoal._manual_axes import result_aval, varying_axes
+from shoal.ode import _build, _primitive
+from shoal.ode._options import SolveOptions
+
+TARGET_CPU = "shoal_ode_adjoint_cpu"
+
+adjoint_p = Primitive("shoal_ode_adjoint")
+adjoint_p.multiple_results = True
+adjoint_p.def_impl(functools.partial(_primitive._apply_primitive, adjoint_p))
+
+
+def unsupported(model, options: SolveOptions) -> str | None:
+    """Why ``adjoint=True`` cannot differentiate this solve, or None."""
+    if not options.method.explicit:
+        return (f"method={options.method.value!r}: the adjoint is implemented for the explicit "
+                "methods (tsit5, vern7, vern9)")
+    for present, name in ((model.has_event, "an event"), (model.has_jump, "jump_fn"),
+                          (model.saved_shape is not None, "save_fn")):
+        if present:
+            return f"{name}: the adjoint does not transpose it yet"
+    return None
+
+
+@adjoint_p.def_abstract_eval
+def _abstract_eval(y0, params, shared, t_span, weights, atol, tstops, first_step, progress,
+                   ys_bar, *, build, options):
+    lead = y0.shape[:-1]
+    n_params = build.model.n_params
+    varying = varying_axes((y0, params, shared, t_span, weights, atol, tstops, first_step,
+                            progress, ys_bar))
+    # The kernel writes the forward solve's outputs too (the solve handler's results), then the
+    # cotangents.
+    shapes = [(ys_bar.shape, y0.dtype), (lead, np.int32), (lead, np.int32), (lead, np.int32),
+              (lead + (0,), y0.dtype), (lead + (0,), y0.dtype), (y0.shape, y0.dtype),
+              (lead + (n_params,), y0.dtype)]
+    return [result_aval(y0, shape, dtype, varying, len(lead)) for shape, dtype in shapes]
+
+
+def _batch(args, dims, **static):
+    """vmap: every operand gets the batch axis in front; the handler folds it into the
+    ensemble."""
+    size = next(x.shape[d] for x, d in zip(args, dims, strict=True) if d is not None)
+    moved = [jnp.broadcast_to(x, (size, *x.shape)) if d is None else jnp.moveaxis(x, d, 0)
+             for x, d in zip(args, dims, strict=True)]
+    return adjoint_p.bind(*moved, **static), [0] * 8
+
+
+batching.primitive_batchers[adjoint_p] = _batch
+
+
+def _lower_cpu(ctx, *args, build: _build.ModelBuild, options: SolveOptions):
+    return jax.ffi.ffi_lowering(TARGET_CPU)(
+        ctx, *args, model=_build.host_library(build), entry=build.variant.entry,
+        options=options.kernel_attributes())
+
+
+def _lower_gpu(ctx, *args, **static):
+    raise NotImplementedError(
+        "shoal.ode.solve(adjoint=True) runs on the CPU only; on a GPU differentiate with "
+        "adjoint=False (forward sensitivities)")
+
+
+mlir.register_lowering(adjoint_p, _lower_cpu, platform="cpu")
+mlir.register_lowering(adjoint_p, _lower_gpu, platform="cuda")
+
+
+def adjoint_cotangents(problem, primals, ct):
+    """(y0_bar (D, N, n), params_bar (D, N, n_own), shared_bar (D, R, n_shared)) for D
+    cotangents ct (D, N, n_save · n) of the saves of the solve ``primals`` describes."""
+    from shoal.ode._build import ModelBuild
+    from shoal.ode._kernel_source import Variant
+
+    y0, params, shared, t_span, weights, tstops, first_step = primals
+    d = ct.shape[0]
+    n_traj, n = y0.shape
+    n_save = t_span.shape[-1]
+    o = problem.options
+    # D cotangents are D copies of the ensemble in one call (rows keep serving consecutive
+    # trajectories when tiled).
+    tiled = [jnp.tile(x, (d,) + (1,) * (x.ndim - 1))
+             for x in (y0, params, shared, t_span, weights, tstops, first_step)]
+    atol = jnp.full(tiled[0].shape, o.atol, y0.dtype)
+    build = ModelBuild(problem.model, Variant(o.method, adjoint=True))
+    progress = np.full((1,), -1, np.int32)
+    out = adjoint_p.bind(*tiled[:5], atol, *tiled[5:], progress,
+                         ct.reshape(d * n_traj, n_save, n).astype(y0.dtype), build=build,
+                         options=o)
+    y0_bar = out[6].reshape(d, n_traj, n)
+    p_bar = out[7].reshape(d, n_traj, -1)
+    n_own = problem.model.n_own
+    rows = shared.shape[0]
+    shared_bar = p_bar[..., n_own:].reshape(d, rows, n_traj // rows, -1).sum(axis=2)
+    return y0_bar, p_bar[..., :n_own], shared_bar
+
+
+

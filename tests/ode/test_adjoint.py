@@ -1,0 +1,219 @@
+"""Reverse mode by the discrete adjoint (``adjoint=True``; shoal/ode/_adjoint.py,
+include/shoal/ode/explicit_rk_adjoint.hpp, f's vjp from shoal/ode/_codegen/vjp.py).
+
+The adjoint transposes the steps the solve took, holding them fixed as the forward sensitivities
+do: with ``sens_error_control=False`` and a given first step both take the plain solve's steps,
+and the two gradients agree to rounding. Otherwise they agree within the tolerance, and both
+match closed forms. Covered: every explicit method, saves inside steps (the continuous
+extension, Verner's extra stages) and at step ends, y0, own and shared parameters, pytree leaves,
+run-time tables, arrays f closes over, stops, vmap, jacrev, a failing member, and the clear
+refusals.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from shoal.ode import Event, Status, solve
+
+jax.config.update("jax_enable_x64", True)
+
+EXPLICIT = ("tsit5", "vern7", "vern9")
+
+
+def lorenz(y, t, p):
+    return jnp.array([p[0] * (y[1] - y[0]), y[0] * (p[1] - y[2]) - y[1],
+                      y[0] * y[1] - p[2] * y[2]])
+
+
+Y0 = jnp.array([[1.0, 0.5, 0.0], [0.3, 0.2, 0.1], [-1.0, 2.0, 20.0]])
+P = jnp.array([10.0, 28.0, 8.0 / 3.0])
+# Saves between steps and irregular, so most are served by the continuous extension.
+TS = jnp.array([0.0, 0.013, 0.2, 0.37, 0.5, 0.81, 1.0])
+
+
+def _lorenz_loss(method, adjoint, **options):
+    def loss(y0, p):
+        ys = solve(lorenz, y0, TS, p, method=method, adjoint=adjoint, **options)
+        weights = jnp.arange(1.0, 1.0 + ys.size).reshape(ys.shape) / ys.size
+        return jnp.sum(weights * jnp.sin(ys))
+    return jax.grad(loss, (0, 1))
+
+
+@pytest.mark.parametrize("method", EXPLICIT)
+def test_same_steps_give_the_forward_gradient_to_rounding(method):
+    options = dict(rtol=1e-8, atol=1e-8, sens_error_control=False, first_step=1e-3)
+    adjoint = _lorenz_loss(method, True, **options)(Y0, P)
+    forward = _lorenz_loss(method, False, **options)(Y0, P)
+    for a, f in zip(adjoint, forward, strict=True):
+        np.testing.assert_allclose(a, f, rtol=1e-11, atol=1e-11 * float(jnp.max(jnp.abs(f))))
+
+
+@pytest.mark.parametrize("method", EXPLICIT)
+def test_default_steps_agree_with_forward_sensitivities_within_the_tolerance(method):
+    rtol = 1e-10
+    adjoint = _lorenz_loss(method, True, rtol=rtol, atol=rtol)(Y0, P)
+    forward = _lorenz_loss(method, False, rtol=rtol, atol=rtol)(Y0, P)
+    for a, f in zip(adjoint, forward, strict=True):
+        scale = float(jnp.max(jnp.abs(f)))
+        np.testing.assert_allclose(a, f, rtol=0, atol=100 * rtol * scale)
+
+
+def decay(y, t, p):
+    return -p["k"] * y + p["source"]
+
+
+@pytest.mark.parametrize("method", EXPLICIT)
+def test_closed_form_with_own_and_shared_leaves(method):
+    # y' = -k y + s: y(t) = s/k + (y0 - s/k) e^{-kt}; k per trajectory, s shared.
+    k = jnp.array([0.5, 1.0, 2.0, 3.5])
+    s = jnp.array(0.7)
+    y0 = jnp.array([[1.0], [2.0], [0.5], [-1.0]])
+    ts = jnp.array([0.0, 0.1, 0.35, 0.9, 1.4, 2.0])
+
+    def loss(y0, k, s):
+        ys = solve(decay, y0, ts, {"k": k, "source": s}, params_axes={"k": 0, "source": None},
+                   method=method, rtol=1e-11, atol=1e-11, adjoint=True)
+        return jnp.sum(ys[..., 0] ** 2)
+
+    def exact(y0, k, s):
+        ys = s / k[:, None] + (y0 - s / k[:, None]) * jnp.exp(-k[:, None] * ts[None])
+        return jnp.sum(ys ** 2)
+
+    got = jax.grad(loss, (0, 1, 2))(y0, k, s)
+    want = jax.grad(exact, (0, 1, 2))(y0[:, 0:1], k, s)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-8, atol=1e-9)
+
+
+def test_a_network_with_shared_weights_matches_forward_mode():
+    rng = np.random.default_rng(0)
+    weights = {"W1": jnp.array(rng.normal(size=(16, 2)) / 2), "b1": jnp.array(rng.normal(size=16)),
+               "W2": jnp.array(rng.normal(size=(2, 16)) / 4)}
+
+    def mlp(y, t, p):
+        return p["W2"] @ jnp.tanh(p["W1"] @ y + p["b1"]) - 0.1 * y
+
+    y0 = jnp.array(rng.normal(size=(5, 2)))
+    ts = jnp.linspace(0.0, 2.0, 9)
+
+    def loss(w, adjoint):
+        ys = solve(mlp, y0, ts, w, params_axes=None, method="tsit5", rtol=1e-10, atol=1e-10,
+                   adjoint=adjoint)
+        return jnp.sum(ys[:, -1] ** 2) + jnp.sum(ys[:, 3])
+
+    got = jax.grad(loss)(weights, True)
+    want = jax.grad(loss)(weights, False)
+    for key in weights:
+        scale = float(jnp.max(jnp.abs(want[key])))
+        np.testing.assert_allclose(got[key], want[key], rtol=0, atol=1e-7 * scale)
+
+
+def test_a_run_time_table_matches_jacfwd():
+    # A table of 120 entries read by jnp.interp: forward mode needs a column per entry.
+    grid = jnp.linspace(0.0, 3.0, 120)
+    values = jnp.cos(grid) + 2.0
+
+    def f(y, t, p):
+        return jnp.array([-jnp.interp(t, grid, p) * y[0], y[0] - 0.5 * y[1]])
+
+    y0 = jnp.array([[1.0, 0.0], [2.0, 1.0]])
+    ts = jnp.linspace(0.0, 3.0, 7)
+
+    def final(table, adjoint):
+        ys = solve(f, y0, ts, table, params_axes=None, method="vern7", rtol=1e-11, atol=1e-11,
+                   tstops=grid[1:-1], adjoint=adjoint)
+        return jnp.sum(ys[:, -1, :] * jnp.array([1.0, 3.0]))
+
+    got = jax.grad(final)(values, True)
+    want = jax.jacfwd(final)(values, False)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-8 * float(jnp.max(jnp.abs(want))))
+
+
+def test_arrays_f_closes_over_are_differentiated():
+    def loss(scale, adjoint):
+        def f(y, t, p):
+            return -scale * p * y
+
+        ys = solve(f, jnp.array([[1.0], [2.0]]), jnp.array([0.0, 0.5, 1.0]),
+                   jnp.array([[1.0], [2.0]]), method="tsit5", rtol=1e-11, atol=1e-11,
+                   adjoint=adjoint)
+        return jnp.sum(ys)
+
+    scale = jnp.array(0.8)
+    exact = jax.grad(lambda c: jnp.sum(jnp.array([1.0, 2.0])[:, None] * jnp.exp(
+        -c * jnp.array([1.0, 2.0])[:, None] * jnp.array([0.0, 0.5, 1.0])[None])))(scale)
+    np.testing.assert_allclose(jax.grad(loss)(scale, True), exact, rtol=1e-8)
+    np.testing.assert_allclose(jax.jit(jax.grad(loss), static_argnums=1)(scale, True), exact,
+                               rtol=1e-8)
+
+
+def test_vmap_of_grad_and_jacrev():
+    def loss(p, y0):
+        return jnp.sum(solve(lorenz, y0, TS, p, method="tsit5", rtol=1e-9, atol=1e-9,
+                             adjoint=True)[:, -1])
+
+    ps = jnp.stack([P, P * 1.01, P * 0.98])
+    batched = jax.vmap(jax.grad(loss), in_axes=(0, None))(ps, Y0)
+    one_by_one = jnp.stack([jax.grad(loss)(p, Y0) for p in ps])
+    np.testing.assert_allclose(batched, one_by_one, rtol=1e-12)
+
+    def saves(p, adjoint):
+        return solve(lorenz, Y0, TS, p, method="tsit5", rtol=1e-9, atol=1e-9,
+                     adjoint=adjoint)[:, -1, :]
+
+    jac = jax.jacrev(saves)(P, True)  # 9 cotangents in one adjoint call
+    want = jax.jacfwd(saves)(P, False)
+    assert jac.shape == (3, 3, 3)
+    np.testing.assert_allclose(jac, want, rtol=0, atol=1e-6 * float(jnp.max(jnp.abs(want))))
+
+
+def test_a_failing_member_has_a_nan_gradient_and_the_others_are_unaffected():
+    def blowup(y, t, p):
+        return p * y ** 2
+
+    y0 = jnp.array([[0.5], [3.0], [0.2]])  # the middle one blows up at t = 1/3
+    rates = jnp.ones(3)
+    ts = jnp.array([0.0, 0.5, 1.0])
+
+    def loss(r, y0):
+        return jnp.sum(solve(blowup, y0, ts, r[:, None], method="tsit5", rtol=1e-9,
+                             atol=1e-9, adjoint=True))
+
+    g = jax.grad(loss)(rates, y0)
+    _, stats = solve(blowup, y0, ts, rates[:, None], method="tsit5", rtol=1e-9, atol=1e-9,
+                     return_stats=True)
+    assert int(stats["status"][1]) != Status.SUCCESS
+    keep = np.array([0, 2])
+    assert np.isnan(g[1]) and np.all(np.isfinite(g[keep]))
+    alone = jax.grad(loss)(rates[keep], y0[keep])
+    np.testing.assert_array_equal(g[keep], alone)
+    # y = y0 / (1 - r y0 t): d/dr of y(0.5) + y(1) at r = 1
+    for i in (0, 2):
+        y = float(y0[i, 0])
+        want = sum(y * y * t / (1 - y * t) ** 2 for t in (0.5, 1.0))
+        np.testing.assert_allclose(g[i], want, rtol=1e-7)
+
+
+@pytest.mark.parametrize("options, what", [
+    (dict(method="rodas5p"), "method='rodas5p'"),
+    (dict(method="vern9", save_fn=lambda y, t, p: y[:1]), "save_fn"),
+    (dict(method="tsit5", jump_fn=lambda y, t, p: y), "jump_fn"),
+    (dict(method="vern7", event=Event(lambda y, t, p: y[0] - 0.5)), "an event"),
+])
+def test_what_the_adjoint_does_not_transpose_is_refused_clearly(options, what):
+    with pytest.raises(NotImplementedError, match=rf"adjoint=True.*{what}.*adjoint=False"):
+        solve(lorenz, Y0, TS, P, adjoint=True, **options)
+
+
+def test_forward_mode_and_the_values_are_unchanged():
+    plain = solve(lorenz, Y0, TS, P, method="tsit5", rtol=1e-9, atol=1e-9)
+    with_adjoint = solve(lorenz, Y0, TS, P, method="tsit5", rtol=1e-9, atol=1e-9, adjoint=True)
+    np.testing.assert_array_equal(plain, with_adjoint)
+
+    def final(p, adjoint):
+        return solve(lorenz, Y0, TS, p, method="tsit5", rtol=1e-9, atol=1e-9,
+                     adjoint=adjoint)[:, -1, :]
+
+    np.testing.assert_array_equal(jax.jacfwd(final)(P, True), jax.jacfwd(final)(P, False))
