@@ -38,10 +38,8 @@ def unsupported(model, options: SolveOptions) -> str | None:
     if not options.method.explicit:
         return (f"method={options.method.value!r}: the adjoint is implemented for the explicit "
                 "methods (tsit5, vern7, vern9)")
-    for present, name in ((model.has_event, "an event"), (model.has_jump, "jump_fn"),
-                          (model.saved_shape is not None, "save_fn")):
-        if present:
-            return f"{name}: the adjoint does not transpose it yet"
+    if model.has_event:
+        return "an event: the adjoint does not transpose it yet"
     return None
 
 

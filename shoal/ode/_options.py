@@ -341,7 +341,7 @@ class SolveOptions:
         "differentiated entries (thousands of table entries or network weights), instead of "
         "a sensitivity column per entry. The derivative is that of the same discretisation "
         "forward sensitivities compute (steps held fixed), CPU only, for the explicit methods "
-        "(``tsit5``, ``vern7``, ``vern9``) without ``event``, ``jump_fn`` or ``save_fn``. "
+        "(``tsit5``, ``vern7``, ``vern9``) without an ``event``. "
         "Forward mode (jvp, jacfwd) is unchanged.")
     lanes: int = _option(
         0, _lanes,

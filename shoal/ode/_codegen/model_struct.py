@@ -81,6 +81,8 @@ _SIGNATURES = {
     "save": "save(const T* y, const T& t, const T* p, T* out)",
     "event": "event(const T* y, const T& t, const T* p, T* out)",
     "vjp": "vjp(const T* y, const T& t, const T* p, T* out)",
+    "jump_vjp": "jump_vjp(const T* y, const T& t, const T* p, T* out)",
+    "save_vjp": "save_vjp(const T* y, const T& t, const T* p, T* out)",
 }
 
 
@@ -106,10 +108,11 @@ def generate(f, n_vars: int, params: int | ParamLayout, dtype,
     n_params = layout.n_params + sum(int(np.prod(c.shape)) for c in closure)
     n_shared = n_params - layout.n_own
     if any(extra.kind == "vjp" for extra in extras):
-        traced.append(("vjp", _vjp_of(traced[0][1], n_vars, layout.n_params, n_params, dtype)))
+        traced += _vjps_of(traced, n_vars, layout.n_params, n_params, dtype)
     em = Emitter()
-    # The vjp reads its cotangent behind the parameters (vjp.py).
-    p_names = np.array([f"p[{i}]" for i in range(n_params + n_vars)], dtype=object)
+    # A vjp reads its cotangent behind the parameters (vjp.py).
+    widest = max(int(np.prod(closed.out_avals[0].shape)) for _, closed in traced)
+    p_names = np.array([f"p[{i}]" for i in range(n_params + widest)], dtype=object)
     offset = layout.n_params
     bodies = []
     for kind, closed in traced:
@@ -121,7 +124,8 @@ def generate(f, n_vars: int, params: int | ParamLayout, dtype,
                 offset += size
             else:
                 consts.append(const_sym(np.asarray(c)))
-        reads = n_params + n_vars if kind == "vjp" else layout.n_params
+        # Every function reads the layout's parameters as p; a vjp its whole q (vjp.py).
+        reads = closed.in_avals[2].shape[0] if kind in _VJP_NAMES.values() else layout.n_params
         bodies.append((kind, _body(em, closed, consts, n_vars, reads, p_names, dtype,
                                    "dy" if kind == "rhs" else "out")))
     read = set(re.findall(r"\w+", "\n".join(line for _, body in bodies for line in body)))
@@ -267,15 +271,25 @@ def lane_statements(body: list[str]) -> list[str]:
     return [*(f"using {INTEGER_TYPES[c]} = shoal::IntOf<T, {c}>;" for c in used), *lines]
 
 
-def _vjp_of(rhs, n_vars: int, n_layout: int, n_params: int, dtype):
-    """f's vector-Jacobian product (vjp.py); f's traced closure is read from p, after the
-    layout's parameters, in the order generate() gives it."""
-    slots, offset = {}, n_layout
-    for i, c in enumerate(rhs.consts):
-        if isinstance(c, jax.core.Tracer):
-            slots[i] = (offset, tuple(c.shape))
-            offset += int(np.prod(c.shape))
-    return vjp_jaxpr(rhs, n_vars, n_layout, slots, n_params, dtype)
+# The vector-Jacobian product compiled for each model function the adjoint transposes.
+_VJP_NAMES = {"rhs": "vjp", "jump": "jump_vjp", "save": "save_vjp"}
+
+
+def _vjps_of(traced, n_vars: int, n_layout: int, n_params: int, dtype):
+    """The vector-Jacobian products (vjp.py) of f, jump_fn and save_fn among ``traced``; the
+    closures are read from p, after the layout's parameters, in the order generate() gives
+    them (every traced function's, in turn)."""
+    vjps, offset = [], n_layout
+    for kind, closed in traced:
+        slots = {}
+        for i, c in enumerate(closed.consts):
+            if isinstance(c, jax.core.Tracer):
+                slots[i] = (offset, tuple(c.shape))
+                offset += int(np.prod(c.shape))
+        if kind in _VJP_NAMES:
+            vjps.append((_VJP_NAMES[kind],
+                         vjp_jaxpr(closed, n_vars, n_layout, slots, n_params, dtype)))
+    return vjps
 
 
 def _body(em: Emitter, closed, consts, n_vars: int, n_reads: int, p_names, dtype,

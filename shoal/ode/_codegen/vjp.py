@@ -1,18 +1,19 @@
-"""The vector-Jacobian product of a traced right-hand side, as one more model function.
+"""Vector-Jacobian products of a model's functions, as more model functions.
 
 The adjoint (``include/shoal/ode/explicit_rk_adjoint.hpp``) needs ``wᵀ ∂f/∂y`` and
-``wᵀ ∂f/∂p`` at every stage of every step, never a Jacobian. They come from JAX's own
-``jax.vjp`` of the traced ``f`` (so transposes are JAX's: a gather's is a scatter-add), and the
-code generator prints the result like any model function:
+``wᵀ ∂f/∂p`` at every stage of every step, never a Jacobian, and the same of ``jump_fn`` at each
+stop and of ``save_fn`` at each save. They come from JAX's own ``jax.vjp`` of the traced
+function (so transposes are JAX's: a gather's is a scatter-add), and the code generator prints
+the result like any model function, e.g. for f:
 
     vjp(const T* y, const T& t, const T* q, T* out)
 
-where ``q`` holds the model's ``n_params`` parameters followed by the ``n_vars`` entries of the
-cotangent ``w``, and ``out`` receives ``[wᵀ ∂f/∂y (n_vars), wᵀ ∂f/∂p (n_params)]``. Packing w
-behind p keeps the signature of every other model function, so nothing in the code generator
-knows about it. The parameters are the model's whole ``p``: the layout's leaves and the arrays
-``f`` closes over under an outer transformation (``model_struct.generate``), so their
-cotangents are the closure's too.
+(``jump_vjp``, ``save_vjp`` likewise), where ``q`` holds the model's ``n_params`` parameters
+followed by the cotangent ``w`` of the function's output, and ``out`` receives
+``[wᵀ ∂/∂y (n_vars), wᵀ ∂/∂p (n_params)]``. Packing w behind p keeps the signature of every
+other model function, so nothing in the code generator knows about it. The parameters are the
+model's whole ``p``: the layout's leaves and the arrays the functions close over under an outer
+transformation (``model_struct.generate``), so their cotangents are the closures' too.
 """
 
 from __future__ import annotations
@@ -22,14 +23,18 @@ import jax.numpy as jnp
 import numpy as np
 
 
-def vjp_jaxpr(rhs, n_vars: int, n_layout: int, closure_slots: dict[int, tuple[int, tuple]],
+def vjp_jaxpr(fn, n_vars: int, n_layout: int, closure_slots: dict[int, tuple[int, tuple]],
               n_params: int, dtype):
-    """The closed jaxpr of (y, t, q) -> [wᵀ f_y, wᵀ f_p], q = [p (n_params), w (n_vars)].
+    """The closed jaxpr of (y, t, q) -> [wᵀ g_y, wᵀ g_p], q = [p (n_params), w (m)], for a
+    model function g whose output has m entries.
 
-    ``rhs`` is f's closed jaxpr on (y, t, p[:n_layout]); ``closure_slots`` maps the index of
+    ``fn`` is g's closed jaxpr on (y, t, p[:n_layout]); ``closure_slots`` maps the index of
     each of its consts that is a traced array to (offset in p, shape): those become inputs
     here, read from p, so that they are differentiated rather than captured."""
     dtype = np.dtype(dtype)
+    rhs = fn
+    out_shape = tuple(fn.out_avals[0].shape)
+    m = int(np.prod(out_shape))
 
     def f_full(y, t, p):
         consts = [p[offset:offset + int(np.prod(shape))].reshape(shape)
@@ -40,11 +45,11 @@ def vjp_jaxpr(rhs, n_vars: int, n_layout: int, closure_slots: dict[int, tuple[in
         return out
 
     def vjp(y, t, q):
-        p, w = q[:n_params], q[n_params:]
+        p, w = q[:n_params], q[n_params:].reshape(out_shape)
         _, pull = jax.vjp(lambda y, p: f_full(y, t, p), y, p)
         y_bar, p_bar = pull(w)
         return jnp.concatenate([y_bar, p_bar])
 
     specs = (jax.ShapeDtypeStruct((n_vars,), dtype), jax.ShapeDtypeStruct((), dtype),
-             jax.ShapeDtypeStruct((n_params + n_vars,), dtype))
+             jax.ShapeDtypeStruct((n_params + m,), dtype))
     return jax.make_jaxpr(vjp)(*specs)
