@@ -25,7 +25,6 @@ import time
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from _common import header_lines
 
 from shoal.ode import solve
@@ -136,7 +135,8 @@ def neural_case(args):
     t_grad, (_, g), first_grad = timed(lambda: ours_vg(params), args.repeats)
     peer_vg = jax.jit(jax.value_and_grad(lambda p: peer(p, rtol)))
     t_peer, (_, g_peer), first_peer = timed(lambda: peer_vg(params), args.repeats)
-    print(f"  shoal value                  {1e3 * t_value:9.1f} ms   first call {first_value:6.2f} s")
+    print(f"  shoal value                  {1e3 * t_value:9.1f} ms   "
+          f"first call {first_value:6.2f} s")
     print(f"  shoal value_and_grad adjoint {1e3 * t_grad:9.1f} ms   first call {first_grad:6.2f} s"
           f"   {t_grad / t_value:5.2f}x the value   gradient error "
           f"{relative_error(g, reference):.1e}")
