@@ -33,6 +33,21 @@ adjoint_p.multiple_results = True
 adjoint_p.def_impl(functools.partial(_primitive._apply_primitive, adjoint_p))
 
 
+# adjoint="auto" takes the adjoint beyond this many differentiated entries: below it, forward
+# sensitivities (one joint solve with a column per entry) measured cheaper
+# (benchmarks/adjoint_gradients.py --cases crossover).
+AUTO_ENTRIES = 16
+
+
+def chosen(problem, entries: int) -> bool:
+    """Whether reverse mode over ``entries`` differentiated entries runs the adjoint."""
+    o = problem.options
+    if o.adjoint is True:
+        return True
+    return (o.adjoint == "auto" and entries > AUTO_ENTRIES and problem.model.has_vjp
+            and jax.default_backend() == "cpu")
+
+
 def unsupported(model, options: SolveOptions) -> str | None:
     """Why ``adjoint=True`` cannot differentiate this solve, or None."""
     if not options.method.explicit:

@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 from jax.custom_derivatives import SymbolicZero
 
-from shoal.ode import _codegen, _primitive, _times
+from shoal.ode import _adjoint, _codegen, _primitive, _times
 from shoal.ode._build import ModelBuild
 from shoal.ode._directional import directional, unit_fits, unit_sensitivities, widths_of
 from shoal.ode._events import event_tangents
@@ -115,9 +115,9 @@ def _solve_ensemble_jvp(problem: EnsembleProblem, primals, tangents):
     if not any(widths):
         out = problem.run(*primals, progress=progress)
         return out, _zero_tangents(out)
-    # With adjoint=True the tangent is always the directional primitive, whose transpose is
-    # the adjoint (_adjoint.py) rather than a column per entry.
-    if (not problem.options.adjoint and sum(widths) <= UNIT_COLUMNS
+    # Where reverse mode is to run the adjoint (_adjoint.py), the tangent is the directional
+    # primitive, whose transpose is then the adjoint rather than a column per entry.
+    if (not _adjoint.chosen(problem, sum(widths)) and sum(widths) <= UNIT_COLUMNS
             and unit_fits(problem, y0, widths)):
         ys, S, stats, event_time, event_state = unit_sensitivities(problem, primals, widths,
                                                                    progress)

@@ -32,8 +32,7 @@ from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
 from shoal._manual_axes import result_aval, varying_axes
-from shoal.ode import _partitioning
-from shoal.ode._adjoint import adjoint_cotangents
+from shoal.ode import _adjoint, _partitioning
 from shoal.ode._primitive import second_order_jvp
 from shoal.ode._status import Status
 
@@ -316,8 +315,8 @@ def _transpose(ct, y0, params, shared, t_span, weights, tstops, first_step, dy0,
     if entries == 0:
         return [None] * N_PRIMALS + [jnp.zeros(a.shape, a.dtype) if w else None
                                      for a, w in zip(avals, wanted, strict=True)]
-    if problem.options.adjoint:
-        cotangents = adjoint_cotangents(problem, primals, ct)
+    if _adjoint.chosen(problem, entries):
+        cotangents = _adjoint.adjoint_cotangents(problem, primals, ct)
         return [None] * N_PRIMALS + [c.astype(a.dtype) if w else None
                                      for c, a, w in zip(cotangents, avals, wanted, strict=True)]
     if unit_fits(problem, y0, widths):

@@ -169,6 +169,12 @@ def _flag(name: str):
     return check
 
 
+def _adjoint_choice(value):
+    if value == "auto" or isinstance(value, (bool, np.bool_)):
+        return value if value == "auto" else bool(value)
+    raise TypeError(f"adjoint must be True, False or 'auto', got {value!r}")
+
+
 def _option(default, check, doc: str, kernel=None):
     """A record field: its default, its check (value -> normalised value, or raise), its
     documentation, and for options the kernel reads, how the kernel receives it."""
@@ -334,15 +340,17 @@ class SolveOptions:
         "relative): an error floor near 1e-11 and occasional extra steps, so use it at moderate "
         "tolerances.")
 
-    adjoint: bool = _option(
-        False, _flag("adjoint"),
-        "Reverse mode (grad, vjp, jacrev) by the discrete adjoint of the steps taken: one more "
-        "forward solve and one backward sweep per cotangent, whatever the number of "
+    adjoint: bool | str = _option(
+        False, _adjoint_choice,
+        "``True``: reverse mode (grad, vjp, jacrev) by the discrete adjoint of the steps taken: "
+        "one more forward solve and one backward sweep per cotangent, whatever the number of "
         "differentiated entries (thousands of table entries or network weights), instead of "
         "a sensitivity column per entry. The derivative is that of the same discretisation "
         "forward sensitivities compute (steps held fixed), CPU only, for the explicit methods "
-        "(``tsit5``, ``vern7``, ``vern9``) without an ``event``. "
-        "Forward mode (jvp, jacfwd) is unchanged.")
+        "(``tsit5``, ``vern7``, ``vern9``) without an ``event``. ``\"auto\"``: the adjoint "
+        "where it is supported and more entries are differentiated than the measured "
+        "crossover, forward sensitivities elsewhere. ``False`` (default): forward "
+        "sensitivities. Forward mode (jvp, jacfwd) is unchanged.")
     lanes: int = _option(
         0, _lanes,
         "CPU: trajectories stepped together in SIMD lanes per thread; ``0`` (default) the "

@@ -217,9 +217,10 @@ def solve(f, y0, t_span, params=None, *, params_axes=None, tstops=None, first_st
             raise ValueError("error_weights must be finite and >= 0")
 
     # adjoint=True: the model also carries f's vector-Jacobian product (_codegen/vjp.py).
-    vjp = (ModelFunction("vjp", f),) if opts.adjoint else ()
+    vjp = ((ModelFunction("vjp", f),) if opts.adjoint is True or (
+        opts.adjoint == "auto" and opts.method.explicit and opts.event is None) else ())
     model, closure = _traced_model(f, n, split, dtype, extras + vjp)
-    if opts.adjoint and (why := _adjoint.unsupported(model, opts)) is not None:
+    if opts.adjoint is True and (why := _adjoint.unsupported(model, opts)) is not None:
         raise NotImplementedError(f"shoal.ode.solve(adjoint=True): {why}; differentiate with "
                                   "adjoint=False (forward sensitivities) instead")
     # Arrays f closes over while an outer transformation traces them follow the shared leaves.

@@ -111,7 +111,10 @@ def test_a_network_with_shared_weights_matches_forward_mode():
 
 
 def test_a_run_time_table_matches_jacfwd():
-    # A table of 120 entries read by jnp.interp: forward mode needs a column per entry.
+    # A table of 120 entries read by jnp.interp: forward mode needs a column per entry. The
+    # knots are stops: an entry acts on f between its neighbours only, and a step across many
+    # knots samples that bump at a few stage times, so the derivative of the discretisation
+    # with respect to it is poor (test_entries_acting_between_knots_need_stops).
     grid = jnp.linspace(0.0, 3.0, 120)
     values = jnp.cos(grid) + 2.0
 
@@ -262,3 +265,71 @@ def test_forward_mode_and_the_values_are_unchanged():
                      adjoint=adjoint)[:, -1, :]
 
     np.testing.assert_array_equal(jax.jacfwd(final)(P, True), jax.jacfwd(final)(P, False))
+
+
+def test_auto_takes_the_adjoint_beyond_the_crossover_and_forward_columns_below(monkeypatch):
+    from shoal.ode import _adjoint
+
+    calls = []
+    original = _adjoint.adjoint_cotangents
+    monkeypatch.setattr(_adjoint, "adjoint_cotangents",
+                        lambda *a: calls.append(1) or original(*a))
+    grid = jnp.linspace(0.0, 1.0, 40)
+
+    def f(y, t, p):
+        return -jnp.interp(t, grid, p) * y
+
+    def loss(table, adjoint):
+        return jnp.sum(solve(f, jnp.array([[1.0], [2.0]]), jnp.array([0.0, 0.5, 1.0]), table,
+                             params_axes=None, method="tsit5", rtol=1e-10, atol=1e-10,
+                             tstops=grid[1:-1], adjoint=adjoint))
+
+    table = 1.0 + grid ** 2
+    few = table[:_adjoint.AUTO_ENTRIES]
+    grid_few = grid[:_adjoint.AUTO_ENTRIES]
+
+    def loss_few(values, adjoint):
+        return jnp.sum(solve(lambda y, t, p: -jnp.interp(t, grid_few, p) * y,
+                             jnp.array([[1.0], [2.0]]), jnp.array([0.0, 0.3]), values,
+                             params_axes=None, method="tsit5", rtol=1e-10, atol=1e-10,
+                             adjoint=adjoint))
+
+    np.testing.assert_array_equal(jax.grad(loss_few)(few, "auto"), jax.grad(loss_few)(few, False))
+    assert not calls
+    got = jax.grad(loss)(table, "auto")
+    assert calls
+    np.testing.assert_allclose(got, jax.grad(loss)(table, False), rtol=0,
+                               atol=1e-8 * float(jnp.max(jnp.abs(got))))
+    # Where the adjoint cannot go, "auto" is forward sensitivities, without complaint.
+    g = jax.grad(lambda p: jnp.sum(solve(lorenz, Y0, TS, p, method="rodas5p",
+                                         adjoint="auto")))(P)
+    assert np.all(np.isfinite(g))
+
+
+def test_the_adjoint_option_is_checked():
+    with pytest.raises(TypeError, match="adjoint must be True, False or 'auto', got 'yes'"):
+        solve(lorenz, Y0, TS, P, adjoint="yes")
+
+
+def test_entries_acting_between_knots_need_stops():
+    # The adjoint differentiates the steps the solve took. A table entry read by jnp.interp(t,
+    # ...) acts on f between its neighbouring knots only; steps that span many knots sample
+    # that bump at a few stage times, and the derivative of that discretisation with respect to
+    # the entry is far from the true one (the README says to put stops at the knots). With
+    # them, the gradient is right to 1e-8 even at rtol 1e-6.
+    grid = jnp.linspace(0.0, 1.0, 40)
+
+    def loss(table, rtol, stops, adjoint=True):
+        return jnp.sum(solve(lambda y, t, p: -jnp.interp(t, grid, p) * y,
+                             jnp.array([[1.0], [2.0]]), jnp.array([0.0, 0.5, 1.0]), table,
+                             params_axes=None, method="tsit5", rtol=rtol, atol=rtol,
+                             tstops=stops, adjoint=adjoint))
+
+    table = 1.0 + grid ** 2
+    reference = jax.grad(loss)(table, 1e-12, grid[1:-1], False)
+
+    def error(g):
+        return float(jnp.max(jnp.abs(g - reference)) / jnp.max(jnp.abs(reference)))
+
+    assert error(jax.grad(loss)(table, 1e-6, grid[1:-1])) < 1e-8
+    assert error(jax.grad(loss)(table, 1e-6, None)) > 1e-2
