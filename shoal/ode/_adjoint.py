@@ -24,7 +24,7 @@ from jax.interpreters import batching, mlir
 
 from shoal._manual_axes import result_aval, varying_axes
 from shoal.ode import _build, _primitive
-from shoal.ode._options import SolveOptions
+from shoal.ode._options import LuPrecision, SolveOptions
 
 TARGET_CPU = "shoal_ode_adjoint_cpu"
 
@@ -50,9 +50,6 @@ def chosen(problem, entries: int) -> bool:
 
 def unsupported(model, options: SolveOptions) -> str | None:
     """Why ``adjoint=True`` cannot differentiate this solve, or None."""
-    if not options.method.explicit:
-        return (f"method={options.method.value!r}: the adjoint is implemented for the explicit "
-                "methods (tsit5, vern7, vern9)")
     if model.has_event:
         return "an event: the adjoint does not transpose it yet"
     return None
@@ -117,7 +114,10 @@ def adjoint_cotangents(problem, primals, ct):
     tiled = [jnp.tile(x, (d,) + (1,) * (x.ndim - 1))
              for x in (y0, params, shared, t_span, weights, tstops, first_step)]
     atol = jnp.full(tiled[0].shape, o.atol, y0.dtype)
-    build = ModelBuild(problem.model, Variant(o.method, adjoint=True))
+    # The dense LU also where the primal solve is sparse (no transposed sparse solve yet): the
+    # recorded steps may then differ from the primal's at rounding level.
+    lu = o.lu_precision if o.method.rosenbrock else LuPrecision.FP64
+    build = ModelBuild(problem.model, Variant(o.method, lu, adjoint=True))
     progress = np.full((1,), -1, np.int32)
     out = adjoint_p.bind(*tiled[:5], atol, *tiled[5:], progress,
                          ct.reshape(d * n_traj, n_save, n).astype(y0.dtype), build=build,

@@ -28,8 +28,8 @@ class Variant:
     system along M given tangent directions (a JVP; directional_sensitivity.hpp). A sparsity
     pattern replaces Rodas5P's dense LU by the sparse direct solver compiled for it. lanes: on
     the CPU, the SIMD lanes per worker (lanes_ensemble.hpp; 0: the host's vector width, 1: the
-    scalar path); the GPU ignores it. adjoint: the entry is the discrete adjoint of an explicit
-    method's solve (explicit_rk_adjoint.hpp; host only, scalar path, a model with a vjp).
+    scalar path); the GPU ignores it. adjoint: the entry is the discrete adjoint of the solve
+    (adjoint.hpp; host only, scalar path, dense LU, a model with its vjps).
     """
 
     method: Method
@@ -168,10 +168,14 @@ def library_source(model: _codegen.GeneratedModel, variant: Variant,
     solver = f"shoal::ode::solve_range<{stepper_type}, ShoalSolvedModel, {ctype}>"
     lane_exports = []
     if variant.adjoint:
-        if not (variant.method.explicit and variant.lanes == 1 and not variant.joint):
+        if variant.lanes != 1 or variant.joint or variant.sparse:
             raise ValueError(f"no adjoint entry for {variant}")
-        lines.append('#include "shoal/ode/explicit_rk_adjoint.hpp"')
-        solver = f"shoal::ode::adjoint_range<{stepper_type}, ShoalSolvedModel, {ctype}>"
+        header, step = (("explicit_rk_adjoint.hpp", "ExplicitStepAdjoint")
+                        if variant.method.explicit else
+                        ("rosenbrock_adjoint.hpp", "RosenbrockStepAdjoint"))
+        lines.append(f'#include "shoal/ode/{header}"')
+        solver = (f"shoal::ode::adjoint_range<{stepper_type}, shoal::ode::{step}, "
+                  f"ShoalSolvedModel, {ctype}>")
     elif variant.lanes != 1:
         width = str(variant.lanes) if variant.lanes else f"shoal::simd::native_lanes<{ctype}>()"
         lane_lines, lanes_stepper, _ = _stepper_source(variant, "ShoalLanes")

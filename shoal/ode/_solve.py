@@ -217,8 +217,11 @@ def solve(f, y0, t_span, params=None, *, params_axes=None, tstops=None, first_st
             raise ValueError("error_weights must be finite and >= 0")
 
     # adjoint=True: the model also carries f's vector-Jacobian product (_codegen/vjp.py).
-    vjp = ((ModelFunction("vjp", f),) if opts.adjoint is True or (
-        opts.adjoint == "auto" and opts.method.explicit and opts.event is None) else ())
+    vjp = ()
+    if opts.adjoint is True or (opts.adjoint == "auto" and opts.event is None):
+        # f's second order too for a Rosenbrock method (rosenbrock_adjoint.hpp).
+        vjp = (ModelFunction("vjp", f),
+               *((ModelFunction("jvp_vjp", f),) if opts.method.rosenbrock else ()))
     model, closure = _traced_model(f, n, split, dtype, extras + vjp)
     if opts.adjoint is True and (why := _adjoint.unsupported(model, opts)) is not None:
         raise NotImplementedError(f"shoal.ode.solve(adjoint=True): {why}; differentiate with "

@@ -108,6 +108,24 @@ struct DenseLU {
     }
     for (int i = 0; i < N; ++i) b[i] = x[i];
   }
+
+  // Overwrites b with A⁻ᵀ b (the adjoint's solves): Aᵀ = Uᵀ Lᵀ P, so Uᵀ z = b forwards, then
+  // Lᵀ w = z backwards, then x[piv[i]] = w[i].
+  template <class T>
+  SHOAL_HD void solve_transposed(T* b) const {
+    T w[N];
+    for (int i = 0; i < N; ++i) {
+      T acc = b[i];
+      for (int j = 0; j < i; ++j) acc -= T(a[j * N + i]) * w[j];
+      w[i] = acc / T(a[i * N + i]);
+    }
+    for (int i = N - 1; i >= 0; --i) {
+      T acc = w[i];
+      for (int j = i + 1; j < N; ++j) acc -= T(a[j * N + i]) * w[j];
+      w[i] = acc;
+    }
+    for (int i = 0; i < N; ++i) b[piv[i]] = w[i];
+  }
 };
 
 }  // namespace linalg

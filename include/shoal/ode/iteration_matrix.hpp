@@ -32,6 +32,11 @@ struct DenseIterationMatrix {
   SHOAL_HD void solve(T* b) const {
     lu.solve(b);
   }
+  // b ← M⁻ᵀ b (the adjoint, rosenbrock_adjoint.hpp).
+  template <class T>
+  SHOAL_HD void solve_transposed(T* b) const {
+    lu.solve_transposed(b);
+  }
 };
 
 // The dense policy for a given factorisation precision, as a one-parameter template.

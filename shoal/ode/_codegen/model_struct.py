@@ -13,7 +13,7 @@ from shoal.ode._codegen import array_loops
 from shoal.ode._codegen.emitter import Emitter, live
 from shoal.ode._codegen.tracing import ModelTraceError, trace
 from shoal.ode._codegen.values import Sym, const_sym
-from shoal.ode._codegen.vjp import vjp_jaxpr
+from shoal.ode._codegen.vjp import jvp_vjp_jaxpr, vjp_jaxpr
 from shoal.ode._codegen.walker import Walker
 from shoal.ode._constant_tables import host_and_device_tables, table_namespace_alias
 from shoal.ode._params import ParamLayout
@@ -26,15 +26,17 @@ _TABLE_MACRO_PREFIX = "SHOAL_GENERATED_"
 class ModelFunction:
     """A function of (y, t, p) compiled into the model next to ``rhs``: the state map at each
     stop (``jump``, shape (n,)), what each save records (``save``, any shape), an event
-    function (``event``, a scalar), or f's vector-Jacobian product (``vjp``, vjp.py; its ``fn``
-    is f itself, which it is derived from). ``fn`` is the user's, keyed by identity like f."""
+    function (``event``, a scalar), or the vector-Jacobian products of the adjoint (``vjp``:
+    first order, of f and of the above; ``jvp_vjp``: f's second order; vjp.py; their ``fn`` is f
+    itself, which they are derived from). ``fn`` is the user's, keyed by identity like f."""
 
-    kind: str  # "jump" | "save" | "event" | "vjp"
+    kind: str  # "jump" | "save" | "event" | "vjp" | "jvp_vjp"
     fn: Callable
 
     @property
     def user_name(self) -> str:
-        return {"jump": "jump_fn", "save": "save_fn", "event": "event.fn", "vjp": "f"}[self.kind]
+        return {"jump": "jump_fn", "save": "save_fn", "event": "event.fn", "vjp": "f",
+                "jvp_vjp": "f"}[self.kind]
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,7 @@ _SIGNATURES = {
     "vjp": "vjp(const T* y, const T& t, const T* p, T* out)",
     "jump_vjp": "jump_vjp(const T* y, const T& t, const T* p, T* out)",
     "save_vjp": "save_vjp(const T* y, const T& t, const T* p, T* out)",
+    "jvp_vjp": "jvp_vjp(const T* y, const T& t, const T* p, T* out)",
 }
 
 
@@ -97,7 +100,7 @@ def generate(f, n_vars: int, params: int | ParamLayout, dtype,
     layout = params if isinstance(params, ParamLayout) else ParamLayout.flat(params, dtype)
     traced = [("rhs", trace(f, n_vars, layout, dtype))]
     for extra in extras:
-        if extra.kind == "vjp":  # derived from f's trace once the closure is known (below)
+        if extra.kind in ("vjp", "jvp_vjp"):  # derived from the traces (below)
             continue
         shape = {"jump": None, "event": (), "save": "any"}[extra.kind]
         traced.append((extra.kind, trace(extra.fn, n_vars, layout, dtype, name=extra.user_name,
@@ -109,11 +112,12 @@ def generate(f, n_vars: int, params: int | ParamLayout, dtype,
     n_params = layout.n_params + sum(int(np.prod(c.shape)) for c in closure)
     n_shared = n_params - layout.n_own
     if any(extra.kind == "vjp" for extra in extras):
-        traced += _vjps_of(traced, n_vars, layout.n_params, n_params, dtype)
+        traced += _vjps_of(traced, n_vars, layout.n_params, n_params, dtype,
+                           any(extra.kind == "jvp_vjp" for extra in extras))
     em = Emitter()
-    # A vjp reads its cotangent behind the parameters (vjp.py).
-    widest = max(int(np.prod(closed.out_avals[0].shape)) for _, closed in traced)
-    p_names = np.array([f"p[{i}]" for i in range(n_params + widest)], dtype=object)
+    # A vjp reads its cotangent (and jvp_vjp its direction) behind the parameters (vjp.py).
+    widest = max(n_params, *(closed.in_avals[2].shape[0] for _, closed in traced))
+    p_names = np.array([f"p[{i}]" for i in range(widest)], dtype=object)
     offset = layout.n_params
     bodies = []
     for kind, closed in traced:
@@ -126,7 +130,8 @@ def generate(f, n_vars: int, params: int | ParamLayout, dtype,
             else:
                 consts.append(const_sym(np.asarray(c)))
         # Every function reads the layout's parameters as p; a vjp its whole q (vjp.py).
-        reads = closed.in_avals[2].shape[0] if kind in _VJP_NAMES.values() else layout.n_params
+        reads = (closed.in_avals[2].shape[0] if kind in (*_VJP_NAMES.values(), "jvp_vjp")
+                 else layout.n_params)
         bodies.append((kind, _body(em, closed, consts, n_vars, reads, p_names, dtype,
                                    "dy" if kind == "rhs" else "out")))
     read = set(re.findall(r"\w+", "\n".join(line for _, body in bodies for line in body)))
@@ -276,10 +281,10 @@ def lane_statements(body: list[str]) -> list[str]:
 _VJP_NAMES = {"rhs": "vjp", "jump": "jump_vjp", "save": "save_vjp"}
 
 
-def _vjps_of(traced, n_vars: int, n_layout: int, n_params: int, dtype):
-    """The vector-Jacobian products (vjp.py) of f, jump_fn and save_fn among ``traced``; the
-    closures are read from p, after the layout's parameters, in the order generate() gives
-    them (every traced function's, in turn)."""
+def _vjps_of(traced, n_vars: int, n_layout: int, n_params: int, dtype, second_order: bool):
+    """The vector-Jacobian products (vjp.py) of f, jump_fn and save_fn among ``traced``, and
+    with ``second_order`` f's jvp_vjp; the closures are read from p, after the layout's
+    parameters, in the order generate() gives them (every traced function's, in turn)."""
     vjps, offset = [], n_layout
     for kind, closed in traced:
         slots = {}
@@ -290,6 +295,9 @@ def _vjps_of(traced, n_vars: int, n_layout: int, n_params: int, dtype):
         if kind in _VJP_NAMES:
             vjps.append((_VJP_NAMES[kind],
                          vjp_jaxpr(closed, n_vars, n_layout, slots, n_params, dtype)))
+        if kind == "rhs" and second_order:
+            vjps.append(("jvp_vjp",
+                         jvp_vjp_jaxpr(closed, n_vars, n_layout, slots, n_params, dtype)))
     return vjps
 
 

@@ -1,0 +1,280 @@
+// Reverse mode of a solve: the discrete adjoint of the steps it took.
+//
+// jax.grad through solve() needs ctᵀ ∂ys/∂θ for one cotangent ct of the saves. Forward
+// sensitivities integrate a column per entry of θ; here the cost is one extra forward solve and
+// one backward sweep, whatever the number of parameters (a table of thousands of entries, a
+// neural network's weights). Per trajectory:
+//   1. The forward solve runs again (the same loop, integrate.hpp, hence the same steps and bits
+//      as the primal solve, scalar or in the lanes) and records every accepted step's start t,
+//      size h, end and state y, and every stop's jump with the state before it: (n + 3)
+//      numbers each, in a buffer held only while the trajectory is being differentiated (one
+//      per worker thread, at most max_steps records long).
+//   2. Backwards over the records, with λ the cotangent of the current state: a step is
+//      evaluated again from its start and transposed by the method's StepAdjoint
+//      (explicit_rk_adjoint.hpp, rosenbrock_adjoint.hpp), which turns λ and the cotangents of
+//      the saves the step served (a save inside the step is the method's continuous extension
+//      at θ, one at or after the step's end the end state itself, as integrate.hpp records
+//      them) into the cotangent of the step's start. A jump y⁺ = g(y⁻, s, p) at a stop s is
+//      transposed as λ⁻ = g_yᵀ λ⁺, p̄ += g_pᵀ λ⁺ (saves after the stop record y⁺, those at it
+//      y⁻). With a save_fn h, a save's cotangent w enters as h_yᵀ w at the state it recorded,
+//      and h_pᵀ w joins p̄.
+//   3. ȳ0 = λ at the start (plus the cotangents of the saves there), p̄ the sum of them all.
+// The step sizes are held fixed, as the forward sensitivities hold them (the joint system's
+// steps do not differentiate the controller), so both give the derivative of the same
+// discretisation; with sens_error_control off, the same steps, and the two agree to rounding.
+// The products wᵀ ∂g come from the model's `vjp`, `jump_vjp`, `save_vjp` (and `jvp_vjp` for a
+// Rosenbrock method), JAX's own transposes printed as C++ (shoal/ode/_codegen/vjp.py): no
+// Jacobian is formed for them.
+//
+// A trajectory whose forward solve fails has NaN cotangents: never a silently partial gradient;
+// so does one where two stops' jumps came without a step between them (whose intermediate state
+// the recording does not see). Events are not transposed here (the Python layer refuses them
+// with the forward-mode alternative).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "shoal/config.hpp"
+#include "shoal/ode/ensemble.hpp"
+#include "shoal/ode/integrate.hpp"
+
+namespace shoal {
+namespace ode {
+
+// The products of the model's vector-Jacobian functions, each adding its ∂/∂p part to p_bar.
+template <class Model, class T>
+struct ModelVjps {
+  static constexpr int n = Model::n_vars;
+  static constexpr int n_params = Model::n_params;
+  static constexpr int n_out = n_saved<Model>();
+  static constexpr int widest = 2 * n + 1 > n_out ? 2 * n + 1 : n_out;  // what follows p in q
+
+  // [p, then a function's cotangent (and direction)] and [ȳ, p̄]: on the heap, since p may be
+  // a table of thousands of entries.
+  std::vector<T> q = std::vector<T>(n_params + widest), out = std::vector<T>(n + n_params);
+  T* p_bar = nullptr;
+
+  void begin(const T* p, T* p_bar_out) {
+    p_bar = p_bar_out;
+    for (int i = 0; i < n_params; ++i) {
+      q[i] = p[i];
+      p_bar[i] = T(0);
+    }
+  }
+  // y_bar = f_yᵀ w at (y, t); p̄ += f_pᵀ w. y_bar may alias w.
+  void rhs(const T* y, T t, const T* w, T* y_bar) {
+    for (int i = 0; i < n; ++i) q[n_params + i] = w[i];
+    Model::template vjp<T>(y, t, q.data(), out.data());
+    collect(y_bar);
+  }
+  // y_bar = ∂/∂y [wᵀ (f_y v + f_t τ)] at (y, t); p̄ += ∂/∂p of the same.
+  void rhs_second_order(const T* y, T t, const T* v, T tau, const T* w, T* y_bar) {
+    if constexpr (has_jvp_vjp()) {
+      for (int i = 0; i < n; ++i) {
+        q[n_params + i] = v[i];
+        q[n_params + n + 1 + i] = w[i];
+      }
+      q[n_params + n] = tau;
+      Model::template jvp_vjp<T>(y, t, q.data(), out.data());
+      collect(y_bar);
+    }
+  }
+  void jump(const T* y, T t, const T* w, T* y_bar) {
+    if constexpr (has_jump<Model>()) {
+      for (int i = 0; i < n; ++i) q[n_params + i] = w[i];
+      Model::template jump_vjp<T>(y, t, q.data(), out.data());
+      collect(y_bar);
+    }
+  }
+  // A save of the state y at ts with cotangent w (n_out numbers): its cotangent added to acc.
+  void save(const T* y, T ts, const T* w, T* acc) {
+    if constexpr (has_save<Model>()) {
+      for (int i = 0; i < n_out; ++i) q[n_params + i] = w[i];
+      Model::template save_vjp<T>(y, ts, q.data(), out.data());
+      for (int i = 0; i < n_params; ++i) p_bar[i] += out[n + i];
+      for (int i = 0; i < n; ++i) acc[i] += out[i];
+    } else {
+      (void)y;
+      (void)ts;
+      for (int i = 0; i < n; ++i) acc[i] += w[i];
+    }
+  }
+
+ private:
+  template <class M = Model>
+  static constexpr auto jvp_vjp_of(int) -> decltype(&M::template jvp_vjp<T>, true) {
+    return true;
+  }
+  static constexpr bool jvp_vjp_of(long) { return false; }
+  static constexpr bool has_jvp_vjp() { return jvp_vjp_of(0); }
+
+  void collect(T* y_bar) {
+    for (int i = 0; i < n_params; ++i) p_bar[i] += out[n + i];
+    for (int i = 0; i < n; ++i) y_bar[i] = out[i];
+  }
+};
+
+// One trajectory's adjoint: Stepper the method, StepAdjoint<Stepper, Model, T> its step's
+// transpose, which offers
+//   prepare(y, t, h, p, dense)   the step from (t, y) of size h evaluated again (with its dense
+//                                output's extra work if `dense`)
+//   end_state(out), dense_state(θ, out)   the states its saves recorded
+//   clear(); add_end(λ); add_save(θ, w)   cotangents of its end state and of saves inside it
+//   transpose(vjps, y_bar)       the cotangent of its start (p̄ through vjps)
+template <template <class, class> class Stepper,
+          template <template <class, class> class, class, class> class StepAdjoint, class Model,
+          class T>
+struct Adjoint {
+  static constexpr int n = Model::n_vars;
+  static constexpr int n_out = n_saved<Model>();
+  // A record: an accepted step (its start t, size h, end, and the state y at its start) or a
+  // stop's jump (the stop, 0, 0, the state before the jump).
+  static constexpr int stride = n + 3;
+
+  std::vector<T> records;  // stride numbers each, in the order they happened
+  std::vector<unsigned char> is_jump;
+  ModelVjps<Model, T> vjps;
+  StepAdjoint<Stepper, Model, T> step;
+  T lambda[n];
+
+  // Step 1: the forward solve, recording its accepted steps and jumps. false (the gradient is
+  // NaN) where two stops' jumps came with no step between them, whose states it did not see.
+  bool forward(const Trajectory<T>& tr, const IntegrateOptions<T>& opt, IntegrateStats* stats,
+               Status* status) {
+    records.clear();
+    is_jump.clear();
+    Stepper<Model, T> stepper;
+    Integration<Stepper, Model, T> run(tr, opt, stats);
+    run.begin(stepper);
+    T y_new[n], err[n], before[n];
+    for (int i = 0; i < n; ++i) before[i] = run.y[i];
+    uint32_t rewrites = run.y_rewrites;
+    bool seen = true;
+    for (;;) {
+      const bool more = run.next_attempt(stepper);
+      // next_attempt set y: it arrived at a stop (and jumped, restarting one float right of it).
+      if (has_jump<Model>() && run.y_rewrites != rewrites) {
+        seen = seen && run.y_rewrites == rewrites + 1;
+        rewrites = run.y_rewrites;
+        push(true, math::next_after(run.t, T(-1) / T(0)), T(0), T(0), before);
+      }
+      if (!more) break;
+      stepper.step(run.y, run.t, run.h, tr.p, y_new, err);
+      const int32_t accepted = stats->accepted;
+      const T t = run.t, h = run.h;
+      for (int i = 0; i < n; ++i) before[i] = run.y[i];
+      run.complete_attempt(stepper, y_new, err);
+      if (stats->accepted != accepted) {
+        push(false, t, h, run.t, before);  // run.t: where it ended, before any stop's restart
+        for (int i = 0; i < n; ++i) before[i] = run.y[i];
+      }
+    }
+    *status = run.finish();
+    return seen;
+  }
+
+  // Steps 2 and 3: ȳ0 (n) and p̄ (n_params) from the saves' cotangents ys_bar (n_save, n_saved).
+  void backward(const Trajectory<T>& tr, const T* ys_bar, T* y0_bar, T* p_bar) {
+    vjps.begin(tr.p, p_bar);
+    for (int i = 0; i < n; ++i) lambda[i] = T(0);
+    int j = tr.n_save - 1;  // the last save not yet transposed
+    auto save_bar = [&](int save) { return ys_bar + static_cast<int64_t>(save) * n_out; };
+    for (int64_t r = static_cast<int64_t>(is_jump.size()) - 1; r >= 0; --r) {
+      const T* rec = records.data() + r * stride;
+      const T t = rec[0], h = rec[1], end = rec[2];
+      const T* y = rec + 3;
+      if (is_jump[r]) {
+        // Saves after the stop recorded the jumped state; those at it, the state before.
+        if (j >= 1 && tr.t_span[j] > t) {
+          T y_after[n];
+          if constexpr (has_jump<Model>()) Model::template jump<T>(y, t, tr.p, y_after);
+          for (; j >= 1 && tr.t_span[j] > t; --j) vjps.save(y_after, tr.t_span[j], save_bar(j), lambda);
+        }
+        vjps.jump(y, t, lambda, lambda);
+        continue;
+      }
+      // The saves this step served: its end state's (at or after its end), then those inside.
+      int inside = j;
+      while (inside >= 1 && tr.t_span[inside] >= end) --inside;
+      int before = inside;
+      while (before >= 1 && tr.t_span[before] > t) --before;
+      step.prepare(y, t, h, tr.p, inside > before);
+      if (j > inside) {
+        T y_end[n];
+        step.end_state(y_end);
+        for (; j > inside; --j) vjps.save(y_end, tr.t_span[j], save_bar(j), lambda);
+      }
+      step.clear();
+      step.add_end(lambda);
+      for (; j > before; --j) {
+        const T theta = (tr.t_span[j] - t) / h;
+        T w[n];
+        if constexpr (has_save<Model>()) {
+          T y_save[n];
+          step.dense_state(theta, y_save);
+          for (int i = 0; i < n; ++i) w[i] = T(0);
+          vjps.save(y_save, tr.t_span[j], save_bar(j), w);
+        } else {
+          for (int i = 0; i < n; ++i) w[i] = save_bar(j)[i];
+        }
+        step.add_save(theta, w);
+      }
+      step.transpose(vjps, lambda);
+    }
+    for (; j >= 0; --j) vjps.save(tr.y0, tr.t_span[j], save_bar(j), lambda);  // at the start
+    for (int i = 0; i < n; ++i) y0_bar[i] = lambda[i];
+  }
+
+ private:
+  void push(bool jump, T t, T h, T end, const T* y) {
+    const size_t at = records.size();
+    records.resize(at + stride);
+    records[at] = t;
+    records[at + 1] = h;
+    records[at + 2] = end;
+    for (int i = 0; i < n; ++i) records[at + 3 + i] = y[i];
+    is_jump.push_back(jump ? 1 : 0);
+  }
+};
+
+// Trajectories [begin, end) of `a` and those claimed from its work queue: each one's forward
+// solve (ys, statistics, status as a plain solve writes them) and its cotangents
+// y0_bar (n_traj, n) and p_bar (n_traj, n_params) from ys_bar (n_traj, n_save, n_saved).
+template <template <class, class> class Stepper,
+          template <template <class, class> class, class, class> class StepAdjoint, class Model,
+          class T>
+void adjoint_range(const ShoalEnsembleArgs& a, int64_t begin, int64_t end) {
+  constexpr int n = Model::n_vars;
+  constexpr int n_params = Model::n_params;
+  const auto opt = IntegrateOptions<T>::from(a.options);
+  Adjoint<Stepper, StepAdjoint, Model, T> adjoint;
+  do {
+    for (int64_t m = begin; m < end; ++m) {
+      T p[n_params > 0 ? n_params : 1];
+      Trajectory<T> tr = trajectory_of<Model, T>(a, m);
+      tr.p = params_of<Model>(a, m, p);
+      IntegrateStats stats;
+      Status status;
+      const bool seen = adjoint.forward(tr, opt, &stats, &status);
+      a.status[m] = status;
+      a.accepted[m] = stats.accepted;
+      a.rejected[m] = stats.rejected;
+      T* y0_bar = static_cast<T*>(a.y0_bar) + m * n;
+      T* p_bar = static_cast<T*>(a.p_bar) + m * n_params;
+      if (status == kSuccess && seen) {
+        const T* ys_bar =
+            static_cast<const T*>(a.ys_bar) + m * a.n_save * n_saved<Model>();
+        adjoint.backward(tr, ys_bar, y0_bar, p_bar);
+      } else {
+        const T nan = T(0) / T(0);
+        for (int i = 0; i < n; ++i) y0_bar[i] = nan;
+        for (int i = 0; i < n_params; ++i) p_bar[i] = nan;
+      }
+    }
+    count_done(a, end - begin);
+  } while (claim(a, &begin, &end));
+}
+
+}  // namespace ode
+}  // namespace shoal

@@ -1,0 +1,118 @@
+// The transpose of one Rosenbrock step (dense LU), for the adjoint (adjoint.hpp).
+//
+// The step (rosenbrock.hpp, transformed form) from (t, y) of size h: M = I/(hγ) − J(y, t, p),
+//   u_0 = y, u_s = y + Σ_{j<s} a_sj k_j,
+//   r_s = F(u_s, t + c_s h) + h d_s F_t(y, t) + (1/h) Σ_{j<s} C_sj k_j,   k_s = M⁻¹ r_s,
+// the end state u_last + k_last (stiffly accurate) or y + Σ b_s k_s, and the dense output
+// y(θ) = (1−θ) y + θ (y_end + (1−θ) Σ_r θ^r K_r), K_r = Σ_s H_rs k_s.
+// Transposed, stage by stage from the last, with k̄_s gathered from the end state, the saves and
+// the later stages: r̄ = M⁻ᵀ k̄_s (one transposed solve against the step's own factors); since
+// dk_s = M⁻¹ (dr_s + dJ k_s) with h fixed, the iteration matrix and F_t contribute
+// ∂/∂(y, p) [r̄ᵀ (J k_s + F_t h d_s)] at (y, t) — the model's second-order `jvp_vjp`, so no
+// derivative of J is ever formed —, F at the stage point f_yᵀ r̄ (and f_pᵀ r̄), the earlier
+// stages k̄_j += C_sj r̄ / h, and u_s passes its cotangent to y and to k̄_j by a_sj.
+#pragma once
+
+#include "shoal/config.hpp"
+#include "shoal/ode/adjoint.hpp"
+
+namespace shoal {
+namespace ode {
+
+template <template <class, class> class Stepper, class Model, class T>
+struct RosenbrockStepAdjoint {
+  using S = Stepper<Model, T>;
+  using Tab = typename S::Tab;
+  static constexpr int n = Model::n_vars;
+  static constexpr int last = Tab::stages - 1;
+
+  S stepper;  // its step evaluates the stages, the factors and the dense output again
+  T u[Tab::stages][n], k_bar[Tab::stages][n], y_bar[n];
+  const T* y = nullptr;
+  const T* p = nullptr;
+  T t = T(0), h = T(0);
+
+  void prepare(const T* y_start, T t_start, T h_step, const T* params, bool) {
+    y = y_start;
+    t = t_start;
+    h = h_step;
+    p = params;
+    T y_new[n], err[n];
+    stepper.step(y, t, h, p, y_new, err);
+    for (int s = 0; s < Tab::stages; ++s) {
+      for (int i = 0; i < n; ++i) {
+        T acc = y[i];
+        for (int j = 0; j < s; ++j) acc += T(Tab::a(s, j)) * stepper.k[j][i];
+        u[s][i] = acc;
+      }
+    }
+  }
+
+  void end_state(T* out) const {
+    for (int i = 0; i < n; ++i) out[i] = stepper.y_end[i];
+  }
+  void dense_state(T theta, T* out) { stepper.interpolate(y, t, h, theta, p, out); }
+
+  void clear() {
+    for (int s = 0; s < Tab::stages; ++s)
+      for (int i = 0; i < n; ++i) k_bar[s][i] = T(0);
+    for (int i = 0; i < n; ++i) y_bar[i] = T(0);
+  }
+
+  void add_end(const T* lambda) {
+    for (int i = 0; i < n; ++i) y_bar[i] += lambda[i];
+    for (int s = 0; s < Tab::stages; ++s) {
+      double w;
+      if constexpr (Tab::stiffly_accurate) {
+        w = s == last ? 1.0 : Tab::a(last, s);
+      } else {
+        w = Tab::b(s);
+      }
+      if (w == 0.0) continue;
+      for (int i = 0; i < n; ++i) k_bar[s][i] += T(w) * lambda[i];
+    }
+  }
+
+  void add_save(T theta, const T* w) {
+    const T one_minus = T(1) - theta;
+    T end_part[n];
+    for (int i = 0; i < n; ++i) {
+      y_bar[i] += one_minus * w[i];
+      end_part[i] = theta * w[i];
+    }
+    add_end(end_part);
+    T power = theta * one_minus;  // θ (1−θ) θ^r, the weight of K_r
+    for (int r = 0; r < Tab::dense_rows; ++r, power *= theta) {
+      for (int s = 0; s < Tab::stages; ++s) {
+        const double hr = Tab::h(r, s);
+        if (hr == 0.0) continue;
+        for (int i = 0; i < n; ++i) k_bar[s][i] += power * T(hr) * w[i];
+      }
+    }
+  }
+
+  template <class Vjps>
+  void transpose(Vjps& vjps, T* out) {
+    const T inv_h = T(1) / h;
+    for (int s = last; s >= 0; --s) {
+      bool any = false;
+      for (int i = 0; i < n; ++i) any = any || k_bar[s][i] != T(0);
+      if (!any) continue;
+      T r_bar[n], part[n];
+      for (int i = 0; i < n; ++i) r_bar[i] = k_bar[s][i];
+      stepper.system.M.solve_transposed(r_bar);
+      vjps.rhs_second_order(y, t, stepper.k[s], h * T(Tab::d(s)), r_bar, part);
+      for (int i = 0; i < n; ++i) y_bar[i] += part[i];
+      vjps.rhs(u[s], t + T(Tab::c(s)) * h, r_bar, part);  // part = ū_s
+      for (int i = 0; i < n; ++i) y_bar[i] += part[i];
+      for (int j = 0; j < s; ++j) {
+        const double C = Tab::C(s, j), a = Tab::a(s, j);
+        for (int i = 0; i < n; ++i) k_bar[j][i] += inv_h * T(C) * r_bar[i] + T(a) * part[i];
+      }
+    }
+    for (int i = 0; i < n; ++i) out[i] = y_bar[i];
+  }
+};
+
+}  // namespace ode
+}  // namespace shoal
