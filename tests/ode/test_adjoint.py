@@ -5,10 +5,10 @@ products from shoal/ode/_codegen/vjp.py).
 The adjoint transposes the steps the solve took, holding them fixed as the forward sensitivities
 do: with ``sens_error_control=False`` and a given first step both take the plain solve's steps,
 and the two gradients agree to rounding. Otherwise they agree within the tolerance, and both
-match closed forms. Covered: every method (explicit and Rosenbrock, stiff problems), saves inside steps (the continuous
-extension, Verner's extra stages) and at step ends, y0, own and shared parameters, pytree leaves,
-run-time tables, arrays f closes over, stops, vmap, jacrev, a failing member, and the clear
-refusals.
+match closed forms. Covered: every method (explicit and Rosenbrock, stiff problems), saves inside
+steps (the continuous extension, Verner's extra stages) and at step ends, y0, own and shared
+parameters, pytree leaves, run-time tables, arrays f closes over, stops with doses, save_fn,
+vmap, jacrev, a failing member, adjoint="auto", and the clear refusals.
 """
 
 import jax
