@@ -1,10 +1,13 @@
 """Gradients by the adjoint (``adjoint=True``) against forward sensitivities and diffrax, same run.
 
-Three cases, Tsit5 on the CPU:
+Four cases on the CPU:
   table   a 2 000-entry shared table read by ``jnp.interp`` in f (N = 64 trajectories, 8 saves,
           stops at the knots, as the README asks for adjoint gradients of such entries):
           ``value_and_grad`` with respect to the table, adjoint against the value alone and
           against forward sensitivities (a column per entry; only with ``--forward``, minutes).
+  stiff   a 20-species mass-action network with m = 10..100 rate constants (Rodas5P, N = 64,
+          rtol 1e-8): ``value_and_grad`` with respect to the rates, adjoint against forward
+          sensitivities, and the gradient errors against rtol 1e-11.
   crossover  m shared smooth parameters of a 4-variable model (N = 256, rtol 1e-8), m = 2..64:
           ``value_and_grad`` by the adjoint and by forward sensitivities, the ratio that sets
           ``adjoint="auto"``'s threshold (_adjoint.AUTO_ENTRIES).
@@ -29,6 +32,7 @@ import time
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from _common import header_lines
 
 from shoal.ode import solve
@@ -120,6 +124,56 @@ def crossover_case(args):
               f"{times[1] / times[0]:16.2f}")
 
 
+def mass_action_network(n_species=20, n_reactions=100, seed=3):
+    """f(y, t, k) of random bimolecular and unimolecular mass-action reactions (fixed by the
+    seed), rates spread over six decades (stiff), and y0 (N, n)."""
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, n_species, n_reactions)
+    b = rng.integers(0, n_species, n_reactions)
+    c = rng.integers(0, n_species, n_reactions)
+    bimolecular = rng.random(n_reactions) < 0.5
+
+    def f(y, t, k):
+        m = k.shape[0]
+        flux = k * y[a[:m]] * jnp.where(bimolecular[:m], y[b[:m]], 1.0)
+        dy = jnp.zeros(n_species)
+        dy = dy.at[a[:m]].add(-flux).at[c[:m]].add(flux)
+        dy = dy.at[b[:m]].add(jnp.where(bimolecular[:m], -flux, 0.0))
+        return dy + 0.1 - 0.1 * y  # inflow and outflow keep it bounded
+
+    rates = jnp.asarray(10.0 ** rng.uniform(-2, 4, n_reactions))
+    y0 = jnp.asarray(rng.uniform(0.5, 1.5, (64, n_species)))
+    return f, rates, y0
+
+
+def stiff_case(args):
+    ts = jnp.linspace(0.0, 5.0, 6)
+    print("stiff (20-species mass-action network, m rates shared, N = 64, Rodas5P, rtol 1e-8): "
+          "value_and_grad, ms (gradient error against rtol 1e-11)")
+    print(f"  {'m':>4} {'value':>9} {'adjoint':>20} {'forward':>20} {'forward/adjoint':>16}")
+    for m in (10, 25, 100):
+        f, rates, y0 = mass_action_network()
+        rates = rates[:m]
+
+        def loss(k, adjoint, rtol, f=f, y0=y0):
+            ys = solve(f, y0, ts, k, params_axes=None, method="rodas5p", rtol=rtol,
+                       atol=1e-2 * rtol, sparsity="dense", adjoint=adjoint)
+            return jnp.sum(ys[:, 1:, :5])
+
+        reference = jax.jit(jax.grad(lambda k, loss=loss: loss(k, True, 1e-11)))(rates)
+        t_value, _, _ = timed(jax.jit(lambda loss=loss, k=rates: loss(k, False, 1e-8)),
+                              args.repeats)
+        cells = []
+        for adjoint in (True, False):
+            fn = jax.jit(jax.value_and_grad(lambda k, adjoint=adjoint, loss=loss:
+                                            loss(k, adjoint, 1e-8)))
+            t, (_, g), _ = timed(lambda fn=fn, k=rates: fn(k), args.repeats)
+            cells.append((t, relative_error(g, reference)))
+        print(f"  {m:>4} {1e3 * t_value:9.1f} "
+              + " ".join(f"{1e3 * t:10.1f} ({e:.0e})" for t, e in cells)
+              + f" {cells[1][0] / cells[0][0]:16.2f}")
+
+
 def mlp_params(width, seed=0):
     keys = jax.random.split(jax.random.PRNGKey(seed), 3)
 
@@ -181,7 +235,7 @@ def neural_case(args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", default="table,crossover,neural")
+    parser.add_argument("--cases", default="table,crossover,stiff,neural")
     parser.add_argument("--forward", action="store_true",
                         help="also time the table's gradient by forward sensitivities (minutes)")
     parser.add_argument("--n", type=int, default=1000, help="neural ODE trajectories")
@@ -189,7 +243,8 @@ def main():
     args = parser.parse_args()
     os.environ.setdefault("SHOAL_CACHE_DIR", tempfile.mkdtemp(prefix="shoal-adjoint-"))
     print("\n".join(header_lines()))
-    cases = {"table": table_case, "crossover": crossover_case, "neural": neural_case}
+    cases = {"table": table_case, "crossover": crossover_case, "stiff": stiff_case,
+             "neural": neural_case}
     for name in args.cases.split(","):
         cases[name](args)
 

@@ -1,15 +1,15 @@
 """Reverse mode by the discrete adjoint: the transpose of a solve's tangent map in one backward
 sweep per cotangent, whatever the number of differentiated entries (``adjoint=True``).
 
-``adjoint_p`` takes the primal operands of an ensemble solve and ``ys_bar`` (N, n_save, n), the
-cotangent of its saves, and returns ``y0_bar`` (N, n) and ``p_bar`` (N, n_params): the
-cotangents of every trajectory's y0 and whole p (own parameters, then shared ones). Its kernel
-(``explicit_rk_adjoint.hpp``) solves each trajectory forward again, recording its steps, and
-transposes them backwards with f's vector-Jacobian product (``_codegen/vjp.py``). A trajectory
-whose solve fails gets NaN cotangents.
+``adjoint_p`` takes the primal operands of an ensemble solve and ``ys_bar`` (N, K), the
+cotangent of its saves (and, with an event, of the event's state), and returns ``y0_bar``
+(N, n) and ``p_bar`` (N, n_params): the cotangents of every trajectory's y0 and whole p (own
+parameters, then shared ones). Its kernel (``adjoint.hpp``) solves each trajectory forward
+again, recording its steps, and transposes them backwards with f's vector-Jacobian products
+(``_codegen/vjp.py``). A trajectory whose solve fails gets NaN cotangents.
 
 ``adjoint_cotangents`` is what ``_directional``'s transpose calls instead of integrating a
-sensitivity column per entry.
+sensitivity column per entry (``chosen`` says when).
 """
 
 from __future__ import annotations
@@ -48,25 +48,21 @@ def chosen(problem, entries: int) -> bool:
             and jax.default_backend() == "cpu")
 
 
-def unsupported(model, options: SolveOptions) -> str | None:
-    """Why ``adjoint=True`` cannot differentiate this solve, or None."""
-    if model.has_event:
-        return "an event: the adjoint does not transpose it yet"
-    return None
-
 
 @adjoint_p.def_abstract_eval
 def _abstract_eval(y0, params, shared, t_span, weights, atol, tstops, first_step, progress,
                    ys_bar, *, build, options):
     lead = y0.shape[:-1]
-    n_params = build.model.n_params
+    model = build.model
     varying = varying_axes((y0, params, shared, t_span, weights, atol, tstops, first_step,
                             progress, ys_bar))
     # The kernel writes the forward solve's outputs too (the solve handler's results), then the
     # cotangents.
-    shapes = [(ys_bar.shape, y0.dtype), (lead, np.int32), (lead, np.int32), (lead, np.int32),
-              (lead + (0,), y0.dtype), (lead + (0,), y0.dtype), (y0.shape, y0.dtype),
-              (lead + (n_params,), y0.dtype)]
+    event = 1 if model.has_event else 0
+    shapes = [(lead + (t_span.shape[-1], model.n_saved), y0.dtype), (lead, np.int32),
+              (lead, np.int32), (lead, np.int32), (lead + (event,), y0.dtype),
+              (lead + (model.n_vars * event,), y0.dtype), (y0.shape, y0.dtype),
+              (lead + (model.n_params,), y0.dtype)]
     return [result_aval(y0, shape, dtype, varying, len(lead)) for shape, dtype in shapes]
 
 
@@ -100,14 +96,15 @@ mlir.register_lowering(adjoint_p, _lower_gpu, platform="cuda")
 
 def adjoint_cotangents(problem, primals, ct):
     """(y0_bar (D, N, n), params_bar (D, N, n_own), shared_bar (D, R, n_shared)) for D
-    cotangents ct (D, N, n_save · n) of the saves of the solve ``primals`` describes."""
+    cotangents ct (D, N, K) of the tangents the directional primitive has (_directional.py:
+    the saves, then for a model with an event its state at the event's time held fixed) of
+    the solve ``primals`` describes."""
     from shoal.ode._build import ModelBuild
     from shoal.ode._kernel_source import Variant
 
     y0, params, shared, t_span, weights, tstops, first_step = primals
     d = ct.shape[0]
     n_traj, n = y0.shape
-    n_save = t_span.shape[-1]
     o = problem.options
     # D cotangents are D copies of the ensemble in one call (rows keep serving consecutive
     # trajectories when tiled).
@@ -120,8 +117,7 @@ def adjoint_cotangents(problem, primals, ct):
     build = ModelBuild(problem.model, Variant(o.method, lu, adjoint=True))
     progress = np.full((1,), -1, np.int32)
     out = adjoint_p.bind(*tiled[:5], atol, *tiled[5:], progress,
-                         ct.reshape(d * n_traj, n_save, n).astype(y0.dtype), build=build,
-                         options=o)
+                         ct.reshape(d * n_traj, -1).astype(y0.dtype), build=build, options=o)
     y0_bar = out[6].reshape(d, n_traj, n)
     p_bar = out[7].reshape(d, n_traj, -1)
     n_own = problem.model.n_own

@@ -346,9 +346,9 @@ class SolveOptions:
         "one more forward solve and one backward sweep per cotangent, whatever the number of "
         "differentiated entries (thousands of table entries or network weights), instead of "
         "a sensitivity column per entry. The derivative is that of the same discretisation "
-        "forward sensitivities compute (steps held fixed), CPU only, for the explicit methods "
-        "(``tsit5``, ``vern7``, ``vern9``) without an ``event``. ``\"auto\"``: the adjoint "
-        "where it is supported and more entries are differentiated than the measured "
+        "forward sensitivities compute (steps held fixed); every method, on the CPU (the "
+        "Rosenbrock methods' adjoint factorises densely). ``\"auto\"``: the adjoint "
+        "on the CPU where more entries are differentiated than the measured "
         "crossover, forward sensitivities elsewhere. ``False`` (default): forward "
         "sensitivities. Forward mode (jvp, jacfwd) is unchanged.")
     lanes: int = _option(

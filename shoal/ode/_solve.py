@@ -17,7 +17,7 @@ import jax.extend.core as jex_core
 import jax.numpy as jnp
 import numpy as np
 
-from shoal.ode import _adjoint, _model, _options, _params, _progress, _validation
+from shoal.ode import _model, _options, _params, _progress, _validation
 from shoal.ode._codegen import ModelFunction, ModelTraceError
 from shoal.ode._differentiation import EnsembleProblem, solve_ensemble
 from shoal.ode._options import SolveOptions
@@ -218,14 +218,11 @@ def solve(f, y0, t_span, params=None, *, params_axes=None, tstops=None, first_st
 
     # adjoint=True: the model also carries f's vector-Jacobian product (_codegen/vjp.py).
     vjp = ()
-    if opts.adjoint is True or (opts.adjoint == "auto" and opts.event is None):
+    if opts.adjoint:
         # f's second order too for a Rosenbrock method (rosenbrock_adjoint.hpp).
         vjp = (ModelFunction("vjp", f),
                *((ModelFunction("jvp_vjp", f),) if opts.method.rosenbrock else ()))
     model, closure = _traced_model(f, n, split, dtype, extras + vjp)
-    if opts.adjoint is True and (why := _adjoint.unsupported(model, opts)) is not None:
-        raise NotImplementedError(f"shoal.ode.solve(adjoint=True): {why}; differentiate with "
-                                  "adjoint=False (forward sensitivities) instead")
     # Arrays f closes over while an outer transformation traces them follow the shared leaves.
     shared = jnp.concatenate([split.shared, *(jnp.ravel(c).astype(dtype) for c in closure)])
     opts = opts.replace(sparsity=_model.resolve_sparsity(model, opts.sparsity,

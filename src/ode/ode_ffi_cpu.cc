@@ -59,7 +59,9 @@ ffi::Error fill_adjoint_args(EnsembleBuffers buffers, AdjointBuffers& adjoint,
     return ffi::Error(ffi::ErrorCode::kInvalidArgument,
                       "shoal.ode.solve adjoint: cotangents must have y0's dtype");
   }
-  if (adjoint.ys_bar.element_count() != buffers.ys->element_count() ||
+  // ys_bar: each trajectory's saves' cotangents, then (a model with an event) its event state's.
+  const size_t event_part = buffers.event_state->element_count();
+  if (adjoint.ys_bar.element_count() != buffers.ys->element_count() + event_part ||
       adjoint.y0_bar->element_count() != buffers.y0.element_count() ||
       adjoint.p_bar->element_count() != static_cast<size_t>(a->n_traj * a->n_params)) {
     return ffi::Error(ffi::ErrorCode::kInvalidArgument,

@@ -26,10 +26,14 @@
 // Rosenbrock method), JAX's own transposes printed as C++ (shoal/ode/_codegen/vjp.py): no
 // Jacobian is formed for them.
 //
+// An event's state (at its time held fixed) gets its cotangent where the step that found it
+// records it: the continuous extension at the event's θ, or the step's end; saves after a
+// terminal event were never reached and take none. The event time's own derivative (the
+// implicit-function rule) is applied in Python around this (shoal/ode/_events.py).
+//
 // A trajectory whose forward solve fails has NaN cotangents: never a silently partial gradient;
 // so does one where two stops' jumps came without a step between them (whose intermediate state
-// the recording does not see). Events are not transposed here (the Python layer refuses them
-// with the forward-mode alternative).
+// the recording does not see).
 #pragma once
 
 #include <cstdint>
@@ -133,6 +137,7 @@ struct Adjoint {
   static constexpr int stride = n + 3;
 
   std::vector<T> records;  // stride numbers each, in the order they happened
+  bool opt_terminal = true;  // whether the model's event ends the trajectory
   std::vector<unsigned char> is_jump;
   ModelVjps<Model, T> vjps;
   StepAdjoint<Stepper, Model, T> step;
@@ -144,6 +149,7 @@ struct Adjoint {
                Status* status) {
     records.clear();
     is_jump.clear();
+    opt_terminal = opt.event_terminal;
     Stepper<Model, T> stepper;
     Integration<Stepper, Model, T> run(tr, opt, stats);
     run.begin(stepper);
@@ -162,11 +168,11 @@ struct Adjoint {
       if (!more) break;
       stepper.step(run.y, run.t, run.h, tr.p, y_new, err);
       const int32_t accepted = stats->accepted;
-      const T t = run.t, h = run.h;
+      const T t = run.t, h = run.h, end = run.attempt_end();
       for (int i = 0; i < n; ++i) before[i] = run.y[i];
       run.complete_attempt(stepper, y_new, err);
       if (stats->accepted != accepted) {
-        push(false, t, h, run.t, before);  // run.t: where it ended, before any stop's restart
+        push(false, t, h, end, before);
         for (int i = 0; i < n; ++i) before[i] = run.y[i];
       }
     }
@@ -174,12 +180,26 @@ struct Adjoint {
     return seen;
   }
 
-  // Steps 2 and 3: ȳ0 (n) and p̄ (n_params) from the saves' cotangents ys_bar (n_save, n_saved).
-  void backward(const Trajectory<T>& tr, const T* ys_bar, T* y0_bar, T* p_bar) {
+  // Steps 2 and 3: ȳ0 (n) and p̄ (n_params) from the saves' cotangents ys_bar (n_save, n_saved)
+  // and, for a model with an event, event_bar (n): that of the state at the event's time held
+  // fixed (the time's own part is the implicit-function rule's, in Python: _events.py).
+  void backward(const Trajectory<T>& tr, const T* ys_bar, const T* event_bar, T* y0_bar,
+                T* p_bar) {
     vjps.begin(tr.p, p_bar);
     for (int i = 0; i < n; ++i) lambda[i] = T(0);
     int j = tr.n_save - 1;  // the last save not yet transposed
     auto save_bar = [&](int save) { return ys_bar + static_cast<int64_t>(save) * n_out; };
+    // The event, if one was found: its time, and its state's cotangent still to be placed.
+    T t_event = T(1) / T(0);
+    if constexpr (has_event<Model>()) {
+      if (math::is_finite(tr.event_time[0])) t_event = tr.event_time[0];
+      // Saves after a terminal event were never reached (NaN): their tangents are 0, as the
+      // forward sensitivities have them.
+      if (opt_terminal) {
+        while (j >= 1 && tr.t_span[j] > t_event) --j;
+      }
+    }
+    bool event_pending = t_event < T(1) / T(0);
     for (int64_t r = static_cast<int64_t>(is_jump.size()) - 1; r >= 0; --r) {
       const T* rec = records.data() + r * stride;
       const T t = rec[0], h = rec[1], end = rec[2];
@@ -199,14 +219,22 @@ struct Adjoint {
       while (inside >= 1 && tr.t_span[inside] >= end) --inside;
       int before = inside;
       while (before >= 1 && tr.t_span[before] > t) --before;
-      step.prepare(y, t, h, tr.p, inside > before);
+      // The event's state: the end state, or the continuous extension inside this step.
+      const bool event_here = event_pending && t_event > t;
+      const bool event_inside = event_here && t_event < end;
+      step.prepare(y, t, h, tr.p, inside > before || event_inside);
       if (j > inside) {
         T y_end[n];
         step.end_state(y_end);
         for (; j > inside; --j) vjps.save(y_end, tr.t_span[j], save_bar(j), lambda);
       }
+      if (event_here && !event_inside) {
+        for (int i = 0; i < n; ++i) lambda[i] += event_bar[i];
+      }
       step.clear();
       step.add_end(lambda);
+      if (event_inside) step.add_save((t_event - t) / h, event_bar);
+      if (event_here) event_pending = false;
       for (; j > before; --j) {
         const T theta = (tr.t_span[j] - t) / h;
         T w[n];
@@ -262,10 +290,11 @@ void adjoint_range(const ShoalEnsembleArgs& a, int64_t begin, int64_t end) {
       a.rejected[m] = stats.rejected;
       T* y0_bar = static_cast<T*>(a.y0_bar) + m * n;
       T* p_bar = static_cast<T*>(a.p_bar) + m * n_params;
-      if (status == kSuccess && seen) {
-        const T* ys_bar =
-            static_cast<const T*>(a.ys_bar) + m * a.n_save * n_saved<Model>();
-        adjoint.backward(tr, ys_bar, y0_bar, p_bar);
+      if ((status == kSuccess || status == kEvent) && seen) {
+        // Per trajectory: the saves' cotangents, then the event state's (event models).
+        const int64_t width = a.n_save * n_saved<Model>() + (has_event<Model>() ? n : 0);
+        const T* ys_bar = static_cast<const T*>(a.ys_bar) + m * width;
+        adjoint.backward(tr, ys_bar, ys_bar + a.n_save * n_saved<Model>(), y0_bar, p_bar);
       } else {
         const T nan = T(0) / T(0);
         for (int i = 0; i < n; ++i) y0_bar[i] = nan;

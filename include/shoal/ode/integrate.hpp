@@ -292,6 +292,8 @@ struct Integration {
                       tr.atol, ctrl.opt);
   }
   SHOAL_HD bool takes_root() const { return ctrl.takes_root(); }
+  // Where the attempt in flight (next_attempt to complete_attempt) ends (the adjoint's record).
+  SHOAL_HD T attempt_end() const { return t_next; }
   // The components the norm covers ([0, error_components())) and the count it averages over, as
   // set by begin() (the lanes engine computes the norm of all its lanes at once).
   SHOAL_HD int error_components() const { return n_error; }
