@@ -440,3 +440,13 @@ def test_many_rates_of_a_stiff_network_and_a_sparse_primal():
     got = jax.grad(loss)(rates, True)
     want = jax.grad(loss)(rates, False)
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-6 * float(jnp.max(jnp.abs(want))))
+
+
+def test_save_and_start_times_are_differentiated_around_the_adjoint():
+    def loss(ts, adjoint):
+        ys = solve(lorenz, Y0, ts, P, method="vern7", rtol=1e-10, atol=1e-10,
+                   sens_error_control=False, first_step=1e-3, adjoint=adjoint)
+        return jnp.sum(jnp.sin(ys))
+
+    np.testing.assert_allclose(jax.grad(loss)(TS, True), jax.grad(loss)(TS, False), rtol=1e-9,
+                               atol=1e-10)
