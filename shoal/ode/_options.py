@@ -170,8 +170,10 @@ def _flag(name: str):
 
 
 def _adjoint_choice(value):
-    if value == "auto" or isinstance(value, (bool, np.bool_)):
-        return value if value == "auto" else bool(value)
+    if isinstance(value, str) and value == "auto":
+        return value
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
     raise TypeError(f"adjoint must be True, False or 'auto', got {value!r}")
 
 
