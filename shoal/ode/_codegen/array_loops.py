@@ -49,14 +49,36 @@ def _runs(elems: list) -> list[tuple[int, int, str | None, int]]:
 
 def copy_lines(target: str, elems: list, render) -> list[str]:
     """Statements ``target[k] = elems[k]`` for all k, a loop for each long contiguous run (g++
-    takes seconds to vectorise hundreds of straight-line dual-number copies)."""
+    takes seconds to vectorise hundreds of straight-line dual-number copies) and for each long
+    run of one constant (the zeros of a transposed gather: a cotangent the size of a table)."""
     lines = []
+    pending = []  # positions written one statement each, unless they make a run of a constant
+
+    def flush():
+        k = 0
+        while k < len(pending):
+            pos, e = pending[k], elems[pending[k]]
+            end = k + 1
+            while (end < len(pending) and not isinstance(e, str)
+                   and pending[end] == pos + end - k
+                   and type(elems[pending[end]]) is type(e) and elems[pending[end]] == e):
+                end += 1
+            if end - k >= COPY_MIN_RUN:
+                lines.append(f"for (int i = 0; i < {end - k}; ++i) "
+                             f"{_indexed(target, pos)} = {render(e)};")
+            else:
+                lines.extend(f"{target}[{j}] = {render(elems[j])};" for j in pending[k:end])
+            k = end
+        pending.clear()
+
     for first, length, base, start in _runs(elems):
         if base is not None and length >= COPY_MIN_RUN:
+            flush()
             lines.append(f"for (int i = 0; i < {length}; ++i) "
                          f"{_indexed(target, first)} = {_indexed(base, start)};")
         else:
-            lines += [f"{target}[{k}] = {render(elems[k])};" for k in range(first, first + length)]
+            pending.extend(range(first, first + length))
+    flush()
     return lines
 
 

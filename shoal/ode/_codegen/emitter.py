@@ -49,6 +49,9 @@ class Emitter:
         # tracer, whose integers carry no dependencies.
         self.floats: set[str] = set()
         self.index_deps: dict[str, frozenset[str]] = {}
+        # Whether a scatter at run-time indices may write a local array at the computed index
+        # (scatters.py): only for functions that run on the scalar path (the adjoint's vjps).
+        self.indexed_writes = False
 
     def fresh(self, prefix="v") -> str:
         self._count += 1

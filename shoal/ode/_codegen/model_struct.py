@@ -129,6 +129,8 @@ def generate(f, n_vars: int, params: int | ParamLayout, dtype,
                 offset += size
             else:
                 consts.append(const_sym(np.asarray(c)))
+        # Only the adjoint's products run on the scalar path alone: indexed writes (scatters.py).
+        em.indexed_writes = kind in (*_VJP_NAMES.values(), "jvp_vjp")
         # Every function reads the layout's parameters as p; a vjp its whole q (vjp.py).
         reads = (closed.in_avals[2].shape[0] if kind in (*_VJP_NAMES.values(), "jvp_vjp")
                  else layout.n_params)

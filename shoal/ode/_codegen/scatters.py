@@ -8,6 +8,13 @@ the code is linear in (operand size x update size). Out-of-range starts behave a
 (measured): ``mode='clip'`` and ``dynamic_update_slice`` clamp the start to ``[0, dim - size]``;
 the default (fill/drop) and ``promise_in_bounds`` drop a window that does not fit entirely.
 Updates apply in order, so with duplicate indices ``.set`` keeps the last one, as XLA on CPU does.
+
+Where the emitter allows indexed writes (``Emitter.indexed_writes``: the adjoint's
+vector-Jacobian products, which run on the scalar path only), a scatter of single elements at
+run-time indices into an operand of at least ``array_loops.LOOP_MIN_SIZE`` elements is instead a
+local array written at the computed index (``if (in range) a[i] = a[i] + u;``): a gather's
+transpose (a scatter-add into zeros the size of a table) then costs one statement, not one per
+entry, and the source does not grow with the table.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import itertools
 import numpy as np
 from jax.lax import GatherScatterMode
 
+from shoal.ode._codegen.array_loops import LOOP_MIN_SIZE, copy_lines
 from shoal.ode._codegen.cpp import ctype as _ctype
 from shoal.ode._codegen.cpp import is_float as _is_float
 from shoal.ode._codegen.data_movement import move
@@ -101,6 +109,7 @@ class _Writer:
         self.em, self.dtype, self.combine = em, operand.dtype, combine
         self.out = operand.elems.copy()
         self._hits: dict[tuple, str] = {}
+        self._array: str | None = None  # the local array, once writes are indexed
 
     def result(self) -> Sym:
         return Sym(self.out, self.dtype)
@@ -109,6 +118,12 @@ class _Writer:
         """Apply ``window`` at ``starts`` (per dimension: the int 0, or an element and its
         dtype), clamped when ``clip`` and otherwise dropped unless it fits."""
         em = self.em
+        runtime = any(s != 0 and isinstance(s[0], str) for s in starts)
+        if self._array is not None or (
+                em.indexed_writes and runtime and window.size == 1
+                and self.out.size >= LOOP_MIN_SIZE):
+            self._indexed_write(starts, window.reshape(-1)[0], clip)
+            return
         choices = []  # per dimension: (run-time start or None, the starts it can take)
         for d, s in enumerate(starts):
             hi = self.out.shape[d] - window.shape[d]
@@ -132,6 +147,48 @@ class _Writer:
             for w in np.ndindex(window.shape):
                 dest = tuple(s + o for s, o in zip(at, w, strict=True))
                 self.out[dest] = self._update(self.out[dest], window[w], hit)
+
+    def _indexed_write(self, starts, elem, clip: bool):
+        """One element written at a run-time flat index of a local array (made on first use)."""
+        em, ctype = self.em, _ctype(self.dtype)
+        shape = self.out.shape
+        if self._array is None:
+            name = em.fresh("local")
+            flat = self.out.reshape(-1).tolist()
+            em.lines.append(f"{ctype} {name}[{len(flat)}];")
+            em.lines += copy_lines(name, flat, lambda e: em.render(e, self.dtype))
+            self._array = name
+            refs = np.array([f"{name}[{k}]" for k in range(len(flat))], dtype=object)
+            if _is_float(self.dtype):
+                em.floats.update(refs.tolist())
+            self.out = refs.reshape(shape)
+        index, inside = [], []
+        for d, s in enumerate(starts):
+            elem_d = s if s == 0 else s[0]
+            hi = shape[d] - 1
+            if not isinstance(elem_d, str):
+                v = int(elem_d)
+                if clip:
+                    v = min(max(v, 0), hi)
+                elif not 0 <= v <= hi:
+                    return  # dropped
+                index.append(str(v))
+                continue
+            i = em.assign("int64_t", f"static_cast<int64_t>({elem_d})")
+            if clip:
+                i = em.assign("int64_t", f"({i} < 0 ? int64_t(0) : ({i} > {hi} ? int64_t({hi}) "
+                                         f": {i}))")
+            else:
+                inside.append(f"{i} >= 0 && {i} <= {hi}")
+            index.append(i)
+        strides = np.cumprod((1,) + shape[::-1])[:-1][::-1]
+        flat_index = " + ".join(f"{i} * {int(st)}" if st != 1 else i
+                                for i, st in zip(index, strides, strict=True))
+        slot = f"{self._array}[{flat_index}]"
+        new = em.render(elem, self.dtype)
+        value = self.combine.format(slot, new) if self.combine is not None else new
+        statement = f"{slot} = {value};"
+        em.lines.append(f"if ({' && '.join(inside)}) {statement}" if inside else statement)
 
     def _hit(self, tests) -> str | None:
         """A bool local: every run-time start equals its value (None when all are constant)."""
@@ -161,3 +218,4 @@ class _Writer:
         if deps:
             picked = f"indexed({picked}, {', '.join(deps)})"
         return em.assign(ctype, picked)
+
