@@ -48,14 +48,42 @@ def for_ensemble(build: ModelBuild, n_traj: int) -> ModelBuild:
     Rodas5P solve of 400 variables, N = 1: 73 s in 8 lanes, 6.9 s scalar; 100 variables, N = 4:
     1.07 against 0.45 s). Results are the same bits either way (lanes only change speed); an
     explicit width is always honoured.
+
+    A joint (sensitivity) solve whose W lanes would hold more than the per-trajectory stack
+    budget of its columns (``_directional.STACK_BUDGET``, sized for one trajectory) also runs
+    on the scalar path: 66 columns of a 20-species network in 8 lanes (nested dual numbers of
+    8 × 67 doubles each) overflowed a worker thread's stack.
     """
     variant = build.variant
     if variant.lanes != 0:
         return build
     width = _jit.native_vector_bytes() // np.dtype(build.model.dtype).itemsize
-    if n_traj >= width and build.model.lane_arithmetic:
+    if (n_traj >= width and build.model.lane_arithmetic
+            and width * joint_stack_bytes(build) <= JOINT_STACK_BUDGET):
         return build
     return ModelBuild(build.model, dataclasses.replace(variant, lanes=1))
+
+
+# What one trajectory of a joint solve may hold on a worker's stack (as _directional sizes its
+# chunks of columns), and its estimate: about 4 numbers per parameter and column with the
+# Rosenbrock engine's nested duals, and some 24 joint states.
+JOINT_STACK_BUDGET = 2 * 2**20  # bytes
+
+
+def joint_stack_bytes(build: ModelBuild) -> int:
+    """The stack one trajectory of ``build`` needs (0 for a plain solve)."""
+    variant, model = build.variant, build.model
+    if variant.sens is not None:
+        with_y0, params = variant.sens
+        columns = (model.n_vars if with_y0 else 0) + (
+            params[1] - params[0] if isinstance(params, tuple)
+            else model.n_params if params else 0)
+    else:
+        columns = variant.directions
+    if not columns:
+        return 0
+    itemsize = np.dtype(model.dtype).itemsize
+    return itemsize * (4 * model.n_params + 24 * model.n_vars) * (columns + 1)
 
 
 @functools.lru_cache(maxsize=512)

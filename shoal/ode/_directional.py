@@ -33,6 +33,7 @@ from jax.interpreters import ad, batching, mlir
 
 from shoal._manual_axes import result_aval, varying_axes
 from shoal.ode import _adjoint, _partitioning
+from shoal.ode._build import JOINT_STACK_BUDGET
 from shoal.ode._primitive import second_order_jvp
 from shoal.ode._status import Status
 
@@ -128,8 +129,9 @@ def _columns(x):
 
 # A joint solve holds, per trajectory, its parameters with their dual numbers (about 4 numbers
 # per parameter and column with the Rosenbrock engine's nested duals) and some 24 joint states
-# on the stack; more columns than this budget allows are integrated in chunks.
-STACK_BUDGET = 2 * 2**20  # bytes
+# on the stack; more columns than this budget allows are integrated in chunks (and in the SIMD
+# lanes only while W trajectories fit it: _build.for_ensemble).
+STACK_BUDGET = JOINT_STACK_BUDGET
 
 
 def _max_columns(n: int, n_params: int, itemsize: int) -> int:

@@ -1,0 +1,99 @@
+"""The adjoint's products as model functions (shoal/ode/_codegen/vjp.py): ``vjp`` (wᵀ f_y, wᵀ f_p)
+and ``jvp_vjp`` (∂/∂(y, p) of wᵀ (f_y v + f_t τ)), compiled and evaluated against JAX's own, and
+the source of a table's vjp bounded whatever the table's length (a gather's transpose writes a
+local array at the run-time index: scatters.py)."""
+
+import ctypes
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from shoal import _jit
+from shoal.ode._codegen import ModelFunction, generate
+
+jax.config.update("jax_enable_x64", True)
+
+_HARNESS = """
+#define SHOAL_TEST_EXPORT extern "C" __attribute__((visibility("default"), used))
+SHOAL_TEST_EXPORT const char shoal_cache_key[] = SHOAL_CACHE_KEY;
+SHOAL_TEST_EXPORT void first(const double* y, double t, const double* q, double* out) {
+  shoal_generated::Model::vjp<double>(y, t, q, out);
+}
+SHOAL_TEST_EXPORT void second(const double* y, double t, const double* q, double* out) {
+  shoal_generated::Model::jvp_vjp<double>(y, t, q, out);
+}
+"""
+
+
+@functools.cache
+def _compiled(f, n, n_params):
+    model, _ = generate(f, n, n_params, np.float64,
+                        (ModelFunction("vjp", f), ModelFunction("jvp_vjp", f)))
+    lib = ctypes.CDLL(str(_jit.compile_library(model.source + _HARNESS)))
+    ptr = ctypes.POINTER(ctypes.c_double)
+    for fn in (lib.first, lib.second):
+        fn.argtypes = [ptr, ctypes.c_double, ptr, ptr]
+        fn.restype = None
+    return model, lib
+
+
+def _call(fn, y, t, q, size):
+    ptr = ctypes.POINTER(ctypes.c_double)
+    out = np.full(size, np.nan)
+    y, q = np.ascontiguousarray(y, float), np.ascontiguousarray(q, float)
+    fn(y.ctypes.data_as(ptr), t, q.ctypes.data_as(ptr), out.ctypes.data_as(ptr))
+    return out
+
+
+GRID = jnp.linspace(0.0, 4.0, 2000)
+CASES = {
+    "lorenz": (lambda y, t, p: jnp.array([p[0] * (y[1] - y[0]), y[0] * (p[1] - y[2]) - y[1],
+                                          y[0] * y[1] - p[2] * y[2]]), 3, 3),
+    "functions": (lambda y, t, p: -p[0] * jnp.exp(-p[1] * y) * y ** p[2]
+                  + jnp.sin(t * y) * jnp.tanh(y), 4, 3),
+    "table of 2000 in p": (lambda y, t, p: jnp.array([-jnp.interp(t, GRID, p[:2000]) * y[0]
+                                                      + p[2000] * y[1], y[0] - y[1] * t]),
+                           2, 2001),
+    "network": (lambda y, t, p: p[48:80].reshape(2, 16) @ jnp.tanh(
+        p[:32].reshape(16, 2) @ y + p[32:48]), 2, 80),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+@pytest.mark.parametrize("t", [-1.0, 0.3, 1.2345, 9.0])  # the table's both sides and outside
+def test_products_match_jax(name, t):
+    f, n, n_params = CASES[name]
+    _, lib = _compiled(f, n, n_params)
+    rng = np.random.default_rng(0)
+    y, p = rng.uniform(0.5, 1.5, n), rng.uniform(0.5, 1.5, n_params)
+    v, w, tau = rng.normal(size=n), rng.normal(size=n), 0.7
+    _, pull = jax.vjp(lambda y, p: f(y, t, p), jnp.array(y), jnp.array(p))
+    want = np.concatenate([np.asarray(x) for x in pull(jnp.array(w))])
+    got = _call(lib.first, y, t, np.concatenate([p, w]), n + n_params)
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13 * np.max(np.abs(want)))
+
+    def directional(y, p):
+        return jax.jvp(lambda y, s: f(y, s, p), (y, jnp.array(t)),
+                       (jnp.array(v), jnp.array(tau)))[1]
+
+    _, pull = jax.vjp(directional, jnp.array(y), jnp.array(p))
+    want = np.concatenate([np.asarray(x) for x in pull(jnp.array(w))])
+    got = _call(lib.second, y, t, np.concatenate([p, v, [tau], w]), n + n_params)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.max(np.abs(want)))
+
+
+def test_a_tables_vjp_does_not_grow_with_the_table():
+    sizes = {}
+    for length in (200, 2000):
+        grid = jnp.linspace(0.0, 1.0, length)
+
+        def f(y, t, p, grid=grid, length=length):
+            return -jnp.interp(t, grid, p[:length]) * y
+
+        model, _ = generate(f, 1, length, np.float64, (ModelFunction("vjp", f),))
+        body = model.source[model.source.index("static void vjp"):]
+        sizes[length] = body.count("\n")
+    assert sizes[2000] == sizes[200] < 150, sizes
