@@ -33,10 +33,12 @@ adjoint_p.multiple_results = True
 adjoint_p.def_impl(functools.partial(_primitive._apply_primitive, adjoint_p))
 
 
-# adjoint="auto" takes the adjoint beyond this many differentiated entries: below it, forward
-# sensitivities (one joint solve with a column per entry) measured cheaper
-# (benchmarks/adjoint_gradients.py --cases crossover).
-AUTO_ENTRIES = 16
+# adjoint="auto" takes the adjoint beyond this many differentiated entries, per method family:
+# below it, forward sensitivities (one joint solve with a column per entry, in the SIMD lanes
+# where the adjoint runs scalar) measured cheaper (benchmarks/adjoint_gradients.py: explicit,
+# --cases crossover: forward/adjoint 0.57 at 16 entries, 1.04 at 32, 1.87 at 64; Rosenbrock,
+# --cases stiff: 1.06 at 10, 4.5 at 25).
+AUTO_ENTRIES = {"explicit": 32, "rosenbrock": 10}
 
 
 def chosen(problem, entries: int) -> bool:
@@ -44,7 +46,8 @@ def chosen(problem, entries: int) -> bool:
     o = problem.options
     if o.adjoint is True:
         return True
-    return (o.adjoint == "auto" and entries > AUTO_ENTRIES and problem.model.has_vjp
+    family = "explicit" if o.method.explicit else "rosenbrock"
+    return (o.adjoint == "auto" and entries > AUTO_ENTRIES[family] and problem.model.has_vjp
             and jax.default_backend() == "cpu")
 
 
