@@ -216,10 +216,10 @@ def solve(f, y0, t_span, params=None, *, params_axes=None, tstops=None, first_st
         if w_values is not None and not np.all((w_values >= 0) & np.isfinite(w_values)):
             raise ValueError("error_weights must be finite and >= 0")
 
-    # adjoint=True: the model also carries f's vector-Jacobian product (_codegen/vjp.py).
+    # adjoint=True or "auto": the model also carries the vector-Jacobian products of f, jump_fn
+    # and save_fn (_codegen/vjp.py), and for a Rosenbrock method f's second-order one.
     vjp = ()
     if opts.adjoint:
-        # f's second order too for a Rosenbrock method (rosenbrock_adjoint.hpp).
         vjp = (ModelFunction("vjp", f),
                *((ModelFunction("jvp_vjp", f),) if opts.method.rosenbrock else ()))
     model, closure = _traced_model(f, n, split, dtype, extras + vjp)
