@@ -11,7 +11,8 @@ Four cases on the CPU:
   crossover  m shared smooth parameters of a 4-variable model (N = 256, rtol 1e-8), m = 2..64:
           ``value_and_grad`` by the adjoint and by forward sensitivities, the ratio that sets
           ``adjoint="auto"``'s threshold (_adjoint.AUTO_ENTRIES).
-  neural  diffrax's neural-ODE example: an MLP 2-64-64-2 with tanh, its 4 480 weights shared by
+  neural  diffrax's neural-ODE example (neural_ode.py's network),
+          an MLP 2-64-64-2 with tanh, its 4 480 weights shared by
           N = 1 000 trajectories, 20 saves on [0, 1], loss the mean square of the saves:
           ``value_and_grad`` by shoal's adjoint, against the value alone and against diffrax's
           default (RecursiveCheckpointAdjoint) at the same tolerances.
@@ -34,6 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from _common import header_lines
+from neural_ode import field, make_params
 
 from shoal.ode import solve
 
@@ -174,27 +176,10 @@ def stiff_case(args):
               + f" {cells[1][0] / cells[0][0]:16.2f}")
 
 
-def mlp_params(width, seed=0):
-    keys = jax.random.split(jax.random.PRNGKey(seed), 3)
-
-    def layer(key, n_out, n_in):
-        return jax.random.normal(key, (n_out, n_in)) / jnp.sqrt(n_in)
-
-    return {"w1": layer(keys[0], width, 2), "b1": jnp.zeros(width),
-            "w2": layer(keys[1], width, width), "b2": jnp.zeros(width),
-            "w3": layer(keys[2], 2, width)}
-
-
-def field(y, t, p):
-    h = jnp.tanh(p["w1"] @ y + p["b1"])
-    h = jnp.tanh(p["w2"] @ h + p["b2"])
-    return p["w3"] @ h
-
-
 def neural_case(args):
     import diffrax
 
-    params = mlp_params(64)
+    params = make_params(64)
     n = args.n
     y0 = jax.random.normal(jax.random.PRNGKey(1), (n, 2))
     ts = jnp.linspace(0.0, 1.0, 20)
