@@ -46,7 +46,10 @@
 namespace shoal {
 namespace ode {
 
-// The products of the model's vector-Jacobian functions, each adding its ∂/∂p part to p_bar.
+// The products of the model's vector-Jacobian functions. Each writes its ∂/∂y part and adds
+// its ∂/∂p part to what `out` holds behind it (shoal/ode/_codegen/vjp.py): there p̄ accumulates
+// over the whole backward sweep, and a product touching a few entries of a large table costs a
+// few operations, not a pass over the table.
 template <class Model, class T>
 struct ModelVjps {
   static constexpr int n = Model::n_vars;
@@ -57,14 +60,16 @@ struct ModelVjps {
   // [p, then a function's cotangent (and direction)] and [ȳ, p̄]: on the heap, since p may be
   // a table of thousands of entries.
   std::vector<T> q = std::vector<T>(n_params + widest), out = std::vector<T>(n + n_params);
-  T* p_bar = nullptr;
 
-  void begin(const T* p, T* p_bar_out) {
-    p_bar = p_bar_out;
+  void begin(const T* p) {
     for (int i = 0; i < n_params; ++i) {
       q[i] = p[i];
-      p_bar[i] = T(0);
+      out[n + i] = T(0);
     }
+  }
+  // p̄: the sum of every product's ∂/∂p part since begin().
+  void finish(T* p_bar) const {
+    for (int i = 0; i < n_params; ++i) p_bar[i] = out[n + i];
   }
   // y_bar = f_yᵀ w at (y, t); p̄ += f_pᵀ w. y_bar may alias w.
   void rhs(const T* y, T t, const T* w, T* y_bar) {
@@ -96,7 +101,6 @@ struct ModelVjps {
     if constexpr (has_save<Model>()) {
       for (int i = 0; i < n_out; ++i) q[n_params + i] = w[i];
       Model::template save_vjp<T>(y, ts, q.data(), out.data());
-      for (int i = 0; i < n_params; ++i) p_bar[i] += out[n + i];
       for (int i = 0; i < n; ++i) acc[i] += out[i];
     } else {
       (void)y;
@@ -113,8 +117,7 @@ struct ModelVjps {
   static constexpr bool jvp_vjp_of(long) { return false; }
   static constexpr bool has_jvp_vjp() { return jvp_vjp_of(0); }
 
-  void collect(T* y_bar) {
-    for (int i = 0; i < n_params; ++i) p_bar[i] += out[n + i];
+  void collect(T* y_bar) const {
     for (int i = 0; i < n; ++i) y_bar[i] = out[i];
   }
 };
@@ -185,7 +188,7 @@ struct Adjoint {
   // fixed (the time's own part is the implicit-function rule's, in Python: _events.py).
   void backward(const Trajectory<T>& tr, const T* ys_bar, const T* event_bar, T* y0_bar,
                 T* p_bar) {
-    vjps.begin(tr.p, p_bar);
+    vjps.begin(tr.p);
     for (int i = 0; i < n; ++i) lambda[i] = T(0);
     int j = tr.n_save - 1;  // the last save not yet transposed
     auto save_bar = [&](int save) { return ys_bar + static_cast<int64_t>(save) * n_out; };
@@ -252,6 +255,7 @@ struct Adjoint {
     }
     for (; j >= 0; --j) vjps.save(tr.y0, tr.t_span[j], save_bar(j), lambda);  // at the start
     for (int i = 0; i < n; ++i) y0_bar[i] = lambda[i];
+    vjps.finish(p_bar);
   }
 
  private:

@@ -82,6 +82,22 @@ def copy_lines(target: str, elems: list, render) -> list[str]:
     return lines
 
 
+def accumulate_lines(target: str, elems: list, render, offset: int) -> list[str]:
+    """Statements ``target[offset + k] += elems[k]`` for the elements that are not constant
+    zeros, a loop for each long contiguous run of an array's elements."""
+    lines = []
+    for first, length, base, start in _runs(elems):
+        if base is not None and length >= COPY_MIN_RUN:
+            lines.append(f"for (int i = 0; i < {length}; ++i) "
+                         f"{_indexed(target, offset + first)} += {_indexed(base, start)};")
+            continue
+        for k in range(first, first + length):
+            e = elems[k]
+            if isinstance(e, str) or e != 0:
+                lines.append(f"{target}[{offset + k}] += {render(e)};")
+    return lines
+
+
 def _contiguous(elems: list) -> str | None:
     """``base[k + i]`` if the elements are base[k], base[k+1], ...; else None."""
     runs = _runs(elems)

@@ -82,20 +82,29 @@ def _numpy_move(name: str, params: dict, arrays: list):
 
 
 def move(walker, eqn, ins) -> list[Sym]:
+    if eqn.primitive.name == "select_n" and not ins[0].is_const():
+        return [elementwise(walker, eqn, ins)]
+    ids, pool, _, fill = moved_ids(walker, eqn, ins)
+    return elements(ids, eqn.outvars, pool, fill)
+
+
+def moved_ids(walker, eqn, ins):
+    """Where the equation moves each data element: per output, an array of ids into ``pool``
+    (the data operands' elements in order; -1 for an out-of-bounds gather's fill), the id of
+    each operand's first element (None for a constant index operand), and the fill value."""
     name = eqn.primitive.name
     data_pos = DATA_OPERANDS[name]
     if name == "select_n":
-        if not ins[0].is_const():
-            return [elementwise(walker, eqn, ins)]
         data_pos = tuple(range(1, len(ins)))
     if data_pos is None:
         data_pos = tuple(range(len(ins)))
     # Give every data element a distinct id, let JAX move the ids, map them back.
     pool: list = []
-    bound = []
+    bound, starts = [], []
     for i, s in enumerate(ins):
         if i in data_pos:
             ids = np.arange(len(pool), len(pool) + s.elems.size, dtype=np.int32)
+            starts.append(len(pool))
             pool.extend(s.elems.flat)
             bound.append(ids.reshape(s.shape))
         else:
@@ -104,11 +113,12 @@ def move(walker, eqn, ins) -> list[Sym]:
                     f"'{name}' with indices that depend on the state, time or parameters is"
                     f" not supported (at {walker.where(eqn)}); indices must be constants here"
                 )
+            starts.append(None)
             bound.append(s.const_value())
     params = dict(eqn.params)
     moved = _numpy_move(name, params, bound)
     if moved is not None:
-        return _elements([moved], eqn.outvars, pool, None)
+        return [moved], pool, starts, None
     fill = None
     if "fill_value" in params:
         # Out-of-bounds gathers come back as id -1 and take the user's fill value (or JAX's).
@@ -120,10 +130,11 @@ def move(walker, eqn, ins) -> list[Sym]:
         raise NotImplementedError(
             f"shoal cannot translate '{name}' with these parameters (at {walker.where(eqn)}): {err}"
         ) from err
-    return _elements(out if eqn.primitive.multiple_results else [out], eqn.outvars, pool, fill)
+    return [np.asarray(o) for o in (out if eqn.primitive.multiple_results else [out])], pool, \
+        starts, fill
 
 
-def _elements(outs, outvars, pool: list, fill) -> list[Sym]:
+def elements(outs, outvars, pool: list, fill) -> list[Sym]:
     """The moved ids mapped back to the elements they stand for (-1: out of bounds)."""
     results = []
     for o, var in zip(outs, outvars, strict=True):

@@ -89,6 +89,10 @@ def elementwise(walker, eqn, ins) -> Sym:
     fmt, ctype = format_for(walker, eqn, ins, out_dtype)
     arrays = [np.broadcast_to(s.elems, shape) for s in ins]
     em = walker.em
+    if eqn.primitive.name == "add_any":
+        summed = _sum_of_cotangents(em, arrays, out_dtype)
+        if summed is not None:
+            return Sym(summed, out_dtype)
     if ins and int(np.prod(shape)) >= array_loops.LOOP_MIN_SIZE:
         out = array_loops.loop(em, fmt, ctype, arrays, [s.dtype for s in ins], shape)
         return Sym(out, out_dtype)
@@ -97,6 +101,25 @@ def elementwise(walker, eqn, ins) -> Sym:
         operands = [em.render(a[idx], s.dtype) for a, s in zip(arrays, ins, strict=True)]
         out[idx] = em.assign(ctype, fmt.format(*operands))
     return Sym(out, out_dtype)
+
+
+def _is_zero(e) -> bool:
+    return not isinstance(e, str) and e == 0
+
+
+def _sum_of_cotangents(em, arrays, dtype) -> np.ndarray | None:
+    """``add_any`` (JAX's sum of cotangents) where one side is mostly constant zeros, as the
+    transposes of slices and table reads are: the other side's element, with no code (a zero's
+    sign is no cotangent's concern). None where a loop over all elements is as good."""
+    a, b = arrays
+    both = [idx for idx in np.ndindex(a.shape) if not (_is_zero(a[idx]) or _is_zero(b[idx]))]
+    if a.size < array_loops.LOOP_MIN_SIZE or len(both) >= array_loops.LOOP_MIN_SIZE:
+        return None
+    out = np.where(np.vectorize(_is_zero, otypes=[bool])(a), b, a)
+    ctype = _ctype(dtype)
+    for idx in both:
+        out[idx] = em.assign(ctype, f"({em.render(a[idx], dtype)} + {em.render(b[idx], dtype)})")
+    return out
 
 
 def format_for(walker, eqn, ins, out_dtype):

@@ -11,10 +11,11 @@ Updates apply in order, so with duplicate indices ``.set`` keeps the last one, a
 
 Where the emitter allows indexed writes (``Emitter.indexed_writes``: the adjoint's
 vector-Jacobian products, which run on the scalar path only), a scatter of single elements at
-run-time indices into an operand of at least ``array_loops.LOOP_MIN_SIZE`` elements is instead a
-local array written at the computed index (``if (in range) a[i] = a[i] + u;``): a gather's
-transpose (a scatter-add into zeros the size of a table) then costs one statement, not one per
-entry, and the source does not grow with the table.
+run-time indices into an operand of at least ``array_loops.LOOP_MIN_SIZE`` elements writes at the
+computed index instead: a scatter-add records the addition (a ``Scattered`` value, scattered.py:
+a gather's transpose, a scatter-add into zeros the size of a table, then costs one statement
+where it is finally added up, not one per entry), any other scatter writes a local array
+(``if (in range) a[i] = u;``). Either way the source does not grow with the table.
 """
 
 from __future__ import annotations
@@ -24,11 +25,12 @@ import itertools
 import numpy as np
 from jax.lax import GatherScatterMode
 
-from shoal.ode._codegen.array_loops import LOOP_MIN_SIZE, copy_lines
+from shoal.ode._codegen.array_loops import LOOP_MIN_SIZE
 from shoal.ode._codegen.cpp import ctype as _ctype
 from shoal.ode._codegen.cpp import is_float as _is_float
 from shoal.ode._codegen.data_movement import move
 from shoal.ode._codegen.elementwise import FLOAT_BINARY, INT_BINARY
+from shoal.ode._codegen.scattered import Addition, Scattered, addition_line, local_copy
 from shoal.ode._codegen.values import Sym
 
 # How each scatter combines the old element {0} with the update {1}; None: replaces it.
@@ -105,23 +107,37 @@ def dynamic_update_slice(walker, eqn, ins) -> list[Sym]:
 class _Writer:
     """The operand's elements, updated window by window in order."""
 
-    def __init__(self, em, operand: Sym, combine: str | None):
+    def __init__(self, em, operand, combine: str | None):
         self.em, self.dtype, self.combine = em, operand.dtype, combine
-        self.out = operand.elems.copy()
+        # A scattered operand (only a scatter-add's: the walker materialises it for others)
+        # keeps its additions, and more join them.
+        self._additions = list(operand.additions) if isinstance(operand, Scattered) else []
+        base = operand.base if isinstance(operand, Scattered) else operand
+        self.out = base.elems.copy()
         self._hits: dict[tuple, str] = {}
         self._array: str | None = None  # the local array, once writes are indexed
 
-    def result(self) -> Sym:
-        return Sym(self.out, self.dtype)
+    def result(self):
+        out = Sym(self.out, self.dtype)
+        return Scattered(out, self._additions) if self._additions else out
 
     def write(self, starts, window: np.ndarray, clip: bool):
         """Apply ``window`` at ``starts`` (per dimension: the int 0, or an element and its
         dtype), clamped when ``clip`` and otherwise dropped unless it fits."""
         em = self.em
         runtime = any(s != 0 and isinstance(s[0], str) for s in starts)
-        if self._array is not None or (
-                em.indexed_writes and runtime and window.size == 1
-                and self.out.size >= LOOP_MIN_SIZE):
+        indexed = (em.indexed_writes and runtime and window.size == 1
+                   and self.out.size >= LOOP_MIN_SIZE)
+        # Adding, or setting into zeros where nothing was added yet (a dynamic slice's
+        # transpose): an addition at the index, kept for later (scattered.py).
+        into_zeros = self.combine is None and not self._additions and all(
+            not isinstance(e, str) and e == 0 for e in self.out.flat)
+        if self._array is None and indexed and (self.combine == _ARITHMETIC["add"] or into_zeros):
+            at = self._flat_index(starts, clip)
+            if at is not None:
+                self._additions.append(Addition(at[0], window.reshape(-1)[0], at[1]))
+            return
+        if self._array is not None or indexed:
             self._indexed_write(starts, window.reshape(-1)[0], clip)
             return
         choices = []  # per dimension: (run-time start or None, the starts it can take)
@@ -150,18 +166,25 @@ class _Writer:
 
     def _indexed_write(self, starts, elem, clip: bool):
         """One element written at a run-time flat index of a local array (made on first use)."""
-        em, ctype = self.em, _ctype(self.dtype)
-        shape = self.out.shape
+        em = self.em
         if self._array is None:
-            name = em.fresh("local")
-            flat = self.out.reshape(-1).tolist()
-            em.lines.append(f"{ctype} {name}[{len(flat)}];")
-            em.lines += copy_lines(name, flat, lambda e: em.render(e, self.dtype))
-            self._array = name
-            refs = np.array([f"{name}[{k}]" for k in range(len(flat))], dtype=object)
-            if _is_float(self.dtype):
-                em.floats.update(refs.tolist())
-            self.out = refs.reshape(shape)
+            self._array, self.out = local_copy(em, self.out, self.dtype)
+            em.lines += [addition_line(em, self._array, a, self.dtype) for a in self._additions]
+            self._additions = []
+        at = self._flat_index(starts, clip)
+        if at is None:
+            return  # dropped
+        index, inside = at
+        slot = f"{self._array}[{index}]"
+        new = em.render(elem, self.dtype)
+        value = self.combine.format(slot, new) if self.combine is not None else new
+        statement = f"{slot} = {value};"
+        em.lines.append(f"if ({inside}) {statement}" if inside else statement)
+
+    def _flat_index(self, starts, clip: bool) -> tuple[str, str | None] | None:
+        """The flat index of one element at ``starts`` and the condition for it to be in range
+        (None: always, clamped when ``clip``); None if a constant start drops it."""
+        em, shape = self.em, self.out.shape
         index, inside = [], []
         for d, s in enumerate(starts):
             elem_d = s if s == 0 else s[0]
@@ -171,7 +194,7 @@ class _Writer:
                 if clip:
                     v = min(max(v, 0), hi)
                 elif not 0 <= v <= hi:
-                    return  # dropped
+                    return None
                 index.append(str(v))
                 continue
             i = em.assign("int64_t", f"static_cast<int64_t>({elem_d})")
@@ -184,11 +207,9 @@ class _Writer:
         strides = np.cumprod((1,) + shape[::-1])[:-1][::-1]
         flat_index = " + ".join(f"{i} * {int(st)}" if st != 1 else i
                                 for i, st in zip(index, strides, strict=True))
-        slot = f"{self._array}[{flat_index}]"
-        new = em.render(elem, self.dtype)
-        value = self.combine.format(slot, new) if self.combine is not None else new
-        statement = f"{slot} = {value};"
-        em.lines.append(f"if ({' && '.join(inside)}) {statement}" if inside else statement)
+        if len(index) > 1:
+            flat_index = em.assign("int64_t", f"({flat_index})")
+        return flat_index, " && ".join(inside) or None
 
     def _hit(self, tests) -> str | None:
         """A bool local: every run-time start equals its value (None when all are constant)."""

@@ -9,9 +9,11 @@ the result like any model function, e.g. for f:
     vjp(const T* y, const T& t, const T* q, T* out)
 
 (``jump_vjp``, ``save_vjp`` likewise), where ``q`` holds the model's ``n_params`` parameters
-followed by the cotangent ``w`` of the function's output, and ``out`` receives
-``[wᵀ ∂/∂y (n_vars), wᵀ ∂/∂p (n_params)]``. Packing w behind p keeps the signature of every
-other model function, so nothing in the code generator knows about it. The parameters are the
+followed by the cotangent ``w`` of the function's output; ``wᵀ ∂/∂y`` is written to
+``out[:n_vars]`` and ``wᵀ ∂/∂p`` *added* to ``out[n_vars:n_vars + n_params]``, where the adjoint
+sums it over a whole backward sweep: the cotangent of a table read is a few additions at run-time
+indices (scattered.py), never a pass over the table. Packing w behind p keeps the signature of
+every other model function. The parameters are the
 model's whole ``p``: the layout's leaves and the arrays the functions close over under an outer
 transformation (``model_struct.generate``), so their cotangents are the closures' too.
 """

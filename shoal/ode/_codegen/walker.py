@@ -16,6 +16,7 @@ import numpy as np
 from shoal.ode._codegen.emitter import Emitter
 from shoal.ode._codegen.jax_internals import eager, source_location
 from shoal.ode._codegen.rules import NAMED_CALLS, RULES
+from shoal.ode._codegen.scattered import Scattered, keep, materialize
 from shoal.ode._codegen.tracing import CALL_LIKE, call_body
 from shoal.ode._codegen.values import const_sym
 
@@ -102,17 +103,28 @@ class Walker:
         return [read(v) for v in jaxpr.outvars]
 
     def run_closed(self, closed, args):
-        return self.run(closed.jaxpr, [const_sym(c) for c in closed.consts], list(args))
+        """A nested jaxpr (a loop's body, a branch): its results as plain values."""
+        outs = self.run(closed.jaxpr, [const_sym(c) for c in closed.consts], list(args))
+        return [materialize(self.em, o) for o in outs]
 
     def eqn(self, eqn, ins):
         name = eqn.primitive.name
         if name in CALL_LIKE:
             return self.inline(eqn, ins)
+        if any(isinstance(s, Scattered) for s in ins):
+            outs = keep(self, eqn, ins)
+            if outs is not None:
+                return outs
+            ins = [materialize(self.em, s) for s in ins]
         if all(s.is_const() for s in ins):
             folded = self.fold(eqn, ins)
             if folded is not None:
                 return folded
-        rule = RULES.get(name)
+        return self.apply(eqn, ins)
+
+    def apply(self, eqn, ins):
+        """The translation rule of the equation's primitive."""
+        rule = RULES.get(eqn.primitive.name)
         if rule is None:
             raise self.unsupported(eqn)
         return rule(self, eqn, ins)
@@ -120,6 +132,7 @@ class Walker:
     def inline(self, eqn, ins):
         named = NAMED_CALLS.get(eqn.params.get("name"))
         if named is not None:
+            ins = [materialize(self.em, s) for s in ins]
             with self.inside(eqn):
                 outs = named(self, eqn, ins)
             if outs is not None:
