@@ -475,9 +475,14 @@ struct Integration {
       stepper.init(y, t, tr.p);
       // Re-estimated, but never below the controller's proposal: across a stop where f only
       // switches, the step that suited before usually suits after (diffrax keeps it); where it
-      // does not, the controller shrinks it on the first rejection.
-      h = math::max(h, detail::restart_step<Model>(y, t, tr.p, span, n_error, count, tr.weights,
-                                                   tr.atol, ctrl.opt, S::error_order));
+      // does not, the controller shrinks it on the first rejection. The estimate is at most
+      // `span`, so a proposal reaching the next stop needs none (stops at a table's knots: it
+      // was a third of the work).
+      if (h < span) {
+        h = math::max(h, detail::restart_step<Model>(y, t, tr.p, span, n_error, count,
+                                                     tr.weights, tr.atol, ctrl.opt,
+                                                     S::error_order));
+      }
       ctrl = PidController<T>{opt.controller, S::error_order};
       if constexpr (has_event<Model>()) Model::template event<T>(y, t, tr.p, &g_prev);
     } else {
