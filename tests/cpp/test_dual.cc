@@ -115,7 +115,7 @@ TEST(DualArithmetic, CompoundAssignmentAndConstants) {
   x /= D3(4.0);      // 2, 1.5d
   EXPECT_EQ(x.v, 2.0);
   for (int k = 0; k < 3; ++k) EXPECT_EQ(x.d[k], 1.5 * kSeed[k]);
-  const D3 c(7.0), z;
+  const D3 c(7.0), z{};  // value-initialised: zero (a plain `D3 z;` is not, as a double)
   EXPECT_EQ(c.v, 7.0);
   EXPECT_EQ(z.v, 0.0);
   for (int k = 0; k < 3; ++k) EXPECT_EQ(c.d[k] + z.d[k], 0.0);
