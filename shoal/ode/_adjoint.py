@@ -48,7 +48,7 @@ def chosen(problem, entries: int) -> bool:
         return True
     family = "explicit" if o.method.explicit else "rosenbrock"
     return (o.adjoint == "auto" and entries > AUTO_ENTRIES[family] and problem.model.has_vjp
-            and jax.default_backend() == "cpu")
+            and o.mass is None and jax.default_backend() == "cpu")
 
 
 

@@ -58,7 +58,7 @@ class EnsembleProblem:
         o = self.options
         # lanes=0 is resolved at lowering (_build.for_ensemble), where the ensemble's size is known.
         variant = Variant.of(o.method, o.lu_precision, o.sparsity, o.ordering, sens, directions,
-                             o.lanes)
+                             o.lanes, o.mass)
         if atol is None:
             atol = jnp.full(y0.shape, o.atol, y0.dtype)
         return _primitive.ensemble_solve(y0, params, shared, t_span, weights, atol, tstops,
@@ -105,6 +105,13 @@ def _solve_ensemble_jvp(problem: EnsembleProblem, primals, tangents):
             "jax.lax.stop_gradient")
     n_traj = y0.shape[0]
     timed = not isinstance(dt_span, SymbolicZero)
+    if problem.options.mass is not None and (timed or problem.model.has_event):
+        raise NotImplementedError(
+            "differentiating shoal.ode.solve with a mass matrix with respect to "
+            f"{'t_span' if timed else 'anything, with an event'} is not supported: the rule "
+            "needs dy/dt, which M y' = f does not give where M is singular. Differentiate with "
+            "respect to y0 and params only (t_span through jax.lax.stop_gradient), without an "
+            "event")
     if timed:
         rhs = problem.functions.pure("rhs")
         p_full = _times.parameters(params, shared, n_traj)

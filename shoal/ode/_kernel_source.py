@@ -15,6 +15,7 @@ import numpy as np
 
 from shoal import _jit
 from shoal.ode import _codegen, _sparse
+from shoal.ode._mass import MassMatrix
 from shoal.ode._options import LuPrecision, Method, Ordering, SparsityPattern
 
 
@@ -29,7 +30,8 @@ class Variant:
     pattern replaces Rodas5P's dense LU by the sparse direct solver compiled for it. lanes: on
     the CPU, the SIMD lanes per worker (lanes_ensemble.hpp; 0: the host's vector width, 1: the
     scalar path); the GPU ignores it. adjoint: the entry is the discrete adjoint of the solve
-    (adjoint.hpp; host only, scalar path, dense LU, a model with its vjps).
+    (adjoint.hpp; host only, scalar path, dense LU, a model with its vjps). mass: a Rosenbrock
+    method's constant mass matrix (M y' = f; mass.hpp).
     """
 
     method: Method
@@ -40,18 +42,19 @@ class Variant:
     directions: int = 0
     lanes: int = 1
     adjoint: bool = False
+    mass: MassMatrix | None = None
 
     @classmethod
     def of(cls, method: Method, lu_precision: LuPrecision, sparsity: SparsityPattern | None,
            ordering: Ordering, sens: tuple[bool, bool] | None = None,
-           directions: int = 0, lanes: int = 1) -> Variant:
+           directions: int = 0, lanes: int = 1, mass: MassMatrix | None = None) -> Variant:
         """The variant for these options, with what the method ignores left out (an explicit
         method has no LU), so equal kernels are one compiled library."""
         if method.explicit:
             return cls(method, sens=sens, directions=directions, lanes=lanes)
         if sparsity is None:
-            return cls(method, lu_precision, sens, directions=directions, lanes=lanes)
-        return cls(method, lu_precision, sens, sparsity, ordering, directions, lanes)
+            return cls(method, lu_precision, sens, directions=directions, lanes=lanes, mass=mass)
+        return cls(method, lu_precision, sens, sparsity, ordering, directions, lanes, mass=mass)
 
     @property
     def joint(self) -> bool:
@@ -82,6 +85,8 @@ class Variant:
             name += f"_lanes{self.lanes or 'native'}"
         if self.adjoint:
             name += "_adjoint"
+        if self.mass is not None:
+            name += "_mass"
         return name
 
 
@@ -95,18 +100,26 @@ def _stepper_source(variant: Variant, lanes: str = "") -> tuple[list[str], str, 
     """(includes and helper definitions, stepper type, model type) for a variant; with
     ``lanes`` (a C++ lane count), the stepper over SIMD lanes of that width instead."""
     lines = ['#include "shoal/ode/ensemble.hpp"']
-    model_type = "shoal_generated::Model"
+    model_type = base = "shoal_generated::Model"
+    if variant.mass is not None:
+        if variant.method.explicit:
+            raise ValueError(f"{variant.method.value} is explicit: no mass matrix")
+        if not lanes:  # the lanes' lines follow the scalar ones in one translation unit
+            lines += ['#include "shoal/ode/mass.hpp"', variant.mass.emit_cpp("ShoalMass"),
+                      "using ShoalMassModel = shoal::ode::WithMass<shoal_generated::Model, "
+                      "ShoalMass>;"]
+        model_type = base = "ShoalMassModel"
     if variant.sens is not None:
         with_y0, params = variant.sens
         if isinstance(params, tuple):
             columns = f"{params[0]}, {params[1]}"
         else:
             columns = "0, shoal_generated::Model::n_params" if params else "0, 0"
-        model_type = (f"shoal::ode::Sensitivity<shoal_generated::Model, "
+        model_type = (f"shoal::ode::Sensitivity<{base}, "
                       f"{'true' if with_y0 else 'false'}, {columns}>")
         lines.append('#include "shoal/ode/sensitivity.hpp"')
     if variant.directions:
-        model_type = (f"shoal::ode::DirectionalSensitivity<shoal_generated::Model, "
+        model_type = (f"shoal::ode::DirectionalSensitivity<{base}, "
                       f"{variant.directions}>")
         lines.append('#include "shoal/ode/directional_sensitivity.hpp"')
     if variant.method.explicit:

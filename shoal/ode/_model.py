@@ -148,14 +148,21 @@ def default_sparsity_choice(pattern: np.ndarray) -> bool:
     return analyze(pattern).nnz <= AUTO_SPARSE_MAX_FILL * n * n
 
 
-def resolve_sparsity(model: _codegen.GeneratedModel, sparsity,
-                     stiff: bool = True) -> SparsityPattern | None:
+def resolve_sparsity(model: _codegen.GeneratedModel, sparsity, stiff: bool = True,
+                     mass: np.ndarray | None = None) -> SparsityPattern | None:
     """The pattern to compile: None (dense: ``"dense"``, a non-stiff method, or the default where
     the dense LU is as fast), the detected one (``"auto"``, or the default where the sparse
     solver is faster: ``default_sparsity_choice``), or the user's, checked to cover every
-    structural nonzero of f."""
-    if isinstance(sparsity, SparsityPattern):
-        return sparsity
+    structural nonzero of f. A mass matrix's pattern (``mass``, bool (n, n)) joins any pattern:
+    the iteration matrix is M/(hγ) − J."""
+    pattern = (sparsity if isinstance(sparsity, SparsityPattern)
+               else _pattern_of(model, sparsity, stiff))
+    if pattern is None or mass is None:
+        return pattern
+    return SparsityPattern(pattern.mask | mass)
+
+
+def _pattern_of(model: _codegen.GeneratedModel, sparsity, stiff: bool) -> SparsityPattern | None:
     if isinstance(sparsity, str) and sparsity == "dense" or (sparsity is None and not stiff):
         return None
     n = model.n_vars

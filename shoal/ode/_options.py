@@ -24,6 +24,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from shoal.ode import _mass
 from shoal.ode._codegen.model_struct import ModelFunction
 
 
@@ -353,6 +354,25 @@ class SolveOptions:
         "on the CPU where more entries are differentiated than the measured crossover (32 for "
         "the explicit methods, 10 for the Rosenbrock ones), forward sensitivities elsewhere. "
         "``False`` (default): forward sensitivities. Forward mode (jvp, jacfwd) is unchanged.")
+    mass: Any = _option(
+        None, _mass.option,
+        "A constant ``(n, n)`` mass matrix M (array, nested lists or SciPy sparse): solve "
+        "``M y' = f(y, t, p)`` with a Rosenbrock method, M possibly singular (a differential-"
+        "algebraic system of index 1: a zero row makes that row of f an algebraic equation "
+        "``0 = f_i``). The iteration matrix becomes ``M/(hγ) − J`` (its nonzeros join a sparse "
+        "pattern); every component, algebraic ones included, is in the error norm. y0 must "
+        "satisfy the algebraic equations (see ``dae_init``). Forward sensitivities (jvp, grad, "
+        "jacfwd) solve ``M S' = J S + f_p``; not supported with a mass matrix: the explicit "
+        "methods, ``adjoint=True`` and derivatives with respect to t_span or an event's time.")
+    dae_init: str = _option(
+        "check", _mass.dae_init_option,
+        "With a singular ``mass``: ``\"check\"`` (default) requires y0 to satisfy the algebraic "
+        "equations to tolerance (one Newton correction of the algebraic components within "
+        "``atol + rtol |y0|`` in RMS norm); an inconsistent member raises a ``ValueError`` where "
+        "y0 and params are concrete, and under ``jit`` gets status ``INVALID_INPUT`` and NaN "
+        "saves. ``\"solve\"`` makes y0 consistent first: Newton on the algebraic components "
+        "with the differential ones held (differentiable, by the implicit-function theorem); "
+        "``ys[:, 0]`` is then the consistent state.")
     lanes: int = _option(
         0, _lanes,
         "CPU: trajectories stepped together in SIMD lanes per thread; ``0`` (default) the "

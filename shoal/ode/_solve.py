@@ -17,7 +17,7 @@ import jax.extend.core as jex_core
 import jax.numpy as jnp
 import numpy as np
 
-from shoal.ode import _model, _options, _params, _progress, _validation
+from shoal.ode import _mass, _model, _options, _params, _progress, _validation
 from shoal.ode._codegen import ModelFunction, ModelTraceError
 from shoal.ode._differentiation import EnsembleProblem, solve_ensemble
 from shoal.ode._options import SolveOptions
@@ -196,6 +196,8 @@ def solve(f, y0, t_span, params=None, *, params_axes=None, tstops=None, first_st
         raise ValueError(f"y0 must have shape (n,) or (N, n) with n >= 1; got {y0.shape}")
     n = y0.shape[-1]
     n_y = y0.shape[0] if y0.ndim == 2 else 1
+    if opts.mass is not None:
+        _mass.check_supported(opts.mass, n, opts)
     extras = opts.model_functions()
     split = split_params(f, y0, params, params_axes, dtype, extras)
     t_span = _as_float_array("t_span", t_span, dtype)  # before its shape: a ragged list
@@ -225,13 +227,20 @@ def solve(f, y0, t_span, params=None, *, params_axes=None, tstops=None, first_st
     model, closure = _traced_model(f, n, split, dtype, extras + vjp)
     # Arrays f closes over while an outer transformation traces them follow the shared leaves.
     shared = jnp.concatenate([split.shared, *(jnp.ravel(c).astype(dtype) for c in closure)])
-    opts = opts.replace(sparsity=_model.resolve_sparsity(model, opts.sparsity,
-                                                         stiff=not opts.method.explicit))
+    opts = opts.replace(sparsity=_model.resolve_sparsity(
+        model, opts.sparsity, stiff=not opts.method.explicit,
+        mass=None if opts.mass is None else opts.mass.pattern))
     functions = UserFunctions(f, extras, n, split.layout, dtype.name)
+    inconsistent = None
+    if opts.mass is not None and opts.mass.singular:
+        y0, inconsistent = _mass.consistent_start(functions.pure("rhs"), opts.mass, y0,
+                                                  split.own, shared, t_rows, N, opts)
     ys, accepted, rejected, status, event_time, event_state = _progress.reported(
         progress, N, lambda slot: _run(y0, split.own, shared, t_rows, weights, stops, steps, slot,
                                        problem=EnsembleProblem(model, opts, functions),
                                        n_traj=N))
+    if inconsistent is not None:
+        ys, status = _mass.mark_failed(ys, status, inconsistent)
     if model.saved_shape is not None:
         ys = ys.reshape(*ys.shape[:2], *model.saved_shape)
     if not return_stats:

@@ -3,7 +3,7 @@
 shoal's headers are written host-and-device; this keeps them so between GPU runs. Every stepper a
 generated model can be solved with — Tsit5, Rodas5P with dense fp64/fp32 and sparse
 factorisations, Rodas4 and Rosenbrock23 (the engine's other tableaus), and the joint sensitivity
-steppers — is instantiated in a __global__ kernel (one
+steppers, and Rodas5P with a mass matrix (dense, joint, sparse) — is instantiated in a __global__ kernel (one
 trajectory per thread) and compiled by nvcc, also for a model with a jump, a save function and an
 event. A reference model (Robertson) must not spill
 registers. Skipped, and reported as skipped, only where nvcc is not installed.
@@ -21,6 +21,7 @@ import pytest
 from shoal._jit import include_dir
 from shoal.ode import _codegen, _kernel_source, _params
 from shoal.ode._kernel_source import Variant
+from shoal.ode._mass import MassMatrix
 from shoal.ode._model import detect_pattern
 from shoal.ode._options import Method, Ordering, SparsityPattern
 
@@ -90,6 +91,11 @@ def _translation_units(count: int) -> list[str]:
         structure.emit_cpp("RingStructure"),
         "template <class M> using RingSparse = "
         "shoal::ode::SparseIterationMatrix<M, RingStructure, double>;",
+        # Mass matrices (mass.hpp): Robertson as a DAE, the ring with a diagonal M, sparse.
+        MassMatrix(np.diag([1.0, 1.0, 0.0])).emit_cpp("RobMass"),
+        "using RobDae = shoal::ode::WithMass<rob::Model, RobMass>;",
+        MassMatrix(np.diag(np.linspace(1.0, 2.0, 16))).emit_cpp("RingMass"),
+        "using RingMassModel = shoal::ode::WithMass<ring::Model, RingMass>;",
         KERNEL.format(name="solve_kernel"),
     ]
     instances = [
@@ -114,6 +120,9 @@ def _translation_units(count: int) -> list[str]:
         ("shoal::ode::Rodas5PUsing<RingSparse>::Stepper", "ring::Model"),
         ("shoal::ode::Rodas5PUsing<RingSparse>::JointStepper",
          "shoal::ode::Sensitivity<ring::Model, false, 0, 1>"),
+        ("shoal::ode::Rodas5PLu64", "RobDae"),
+        ("shoal::ode::Rodas5PSensitivityLu64", "shoal::ode::Sensitivity<RobDae, false, 0, 3>"),
+        ("shoal::ode::Rodas5PUsing<RingSparse>::Stepper", "RingMassModel"),
     ]
     units = []
     for k in range(count):
@@ -144,7 +153,7 @@ def ptxas_report(tmp_path_factory):
 
 def test_every_stepper_compiles_for_sm90(ptxas_report):
     entries = re.findall(r"Compiling entry function '(\w+)' for 'sm_90'", ptxas_report)
-    assert len(entries) == 19
+    assert len(entries) == 22
 
 
 def test_reference_model_does_not_spill(ptxas_report):
@@ -156,8 +165,8 @@ def test_reference_model_does_not_spill(ptxas_report):
         stores = re.search(r"(\d+) bytes spill stores", block)
         spills[name] = int(stores.group(1)) if stores else 0
     reference = {k: v for k, v in spills.items() if "3rob5Model" in k and "Sensitivity" not in k}
-    # Tsit5, Vern7, Vern9, Rodas5P (fp64, fp32 LU), Rodas4, Rosenbrock23
-    assert len(reference) == 7, spills
+    # Tsit5, Vern7, Vern9, Rodas5P (fp64, fp32 LU), Rodas4, Rosenbrock23; Rodas5P on the DAE
+    assert len(reference) == 8, spills
     assert all(v == 0 for v in reference.values()), reference
 
 

@@ -17,6 +17,7 @@
 #pragma once
 
 #include "shoal/config.hpp"
+#include "shoal/ode/model_traits.hpp"
 
 namespace shoal {
 namespace ode {
@@ -39,6 +40,7 @@ struct ExplicitRungeKutta {
     static constexpr int n = Model::n_vars;
     static constexpr int error_order = Tab::embedded_order + 1;
     static constexpr bool has_extra_stages = Tab::dense_stages > Tab::stages;
+    static_assert(!has_mass<Model>(), "an explicit method solves y' = f: no mass matrix");
 
     T k[Tab::dense_stages][n];
     // Whether the extra dense-output stages of the last attempted step are computed.

@@ -1,4 +1,4 @@
-// The Rosenbrock iteration matrix M = I/(hγ) − J: assembled from the model by dual numbers,
+// The Rosenbrock iteration matrix M = I/(hγ) − J (M/(hγ) − J with a mass matrix: mass.hpp): assembled from the model by dual numbers,
 // factorised once per step, then used for every stage solve.
 //
 // A stepper is written against this interface (assemble, solve), so the dense LU here and the
@@ -9,6 +9,7 @@
 #include "shoal/ad/jacobian.hpp"
 #include "shoal/config.hpp"
 #include "shoal/linalg/dense_lu.hpp"
+#include "shoal/ode/mass.hpp"
 
 namespace shoal {
 namespace ode {
@@ -24,7 +25,13 @@ struct DenseIterationMatrix {
     ad::rhs_and_jacobian<Model, T, LuScalar>(y, t, p, f0, lu.a, ft);
     const LuScalar diag = LuScalar(inv_hg);
     for (int i = 0; i < n * n; ++i) lu.a[i] = -lu.a[i];
-    for (int i = 0; i < n; ++i) lu.a[i * n + i] += diag;
+    if constexpr (has_mass<Model>()) {
+      using Mass = typename Model::MassMatrix;
+      for (int k = 0; k < Mass::nnz; ++k)
+        lu.a[Mass::row(k) * n + Mass::col(k)] += diag * LuScalar(Mass::value(k));
+    } else {
+      for (int i = 0; i < n; ++i) lu.a[i * n + i] += diag;
+    }
     lu.factor();
   }
 

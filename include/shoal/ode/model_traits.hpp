@@ -7,6 +7,7 @@
 //   has_jump + jump(y, t, p, out)      the state map applied at each stop (a bolus dose);
 //   n_saved + save(y, t, p, out)       what a save records instead of the state (n_saved numbers);
 //   has_event + event(y, t, p, out)    out[0] = g(y, t, p), whose zero crossing is an event;
+//   has_mass + MassMatrix              M y' = f with a constant mass matrix (mass.hpp);
 //   n_base                             a joint system [y, S] (sensitivity.hpp): its leading
 //                                      n_base components are the state, the rest its
 //                                      sensitivities.
@@ -56,6 +57,15 @@ SHOAL_HD constexpr bool event_of(long) {
 }
 
 template <class Model>
+SHOAL_HD constexpr auto mass_of(int) -> decltype(Model::has_mass) {
+  return Model::has_mass;
+}
+template <class Model>
+SHOAL_HD constexpr bool mass_of(long) {
+  return false;
+}
+
+template <class Model>
 SHOAL_HD constexpr auto base_of(int) -> decltype(Model::n_base) {
   return Model::n_base;
 }
@@ -92,6 +102,12 @@ SHOAL_HD constexpr bool has_jump() {
 template <class Model>
 SHOAL_HD constexpr bool has_event() {
   return detail::event_of<Model>(0);
+}
+
+// Whether Model is M y' = f with a constant mass matrix M (mass.hpp) rather than y' = f.
+template <class Model>
+SHOAL_HD constexpr bool has_mass() {
+  return detail::mass_of<Model>(0);
 }
 
 // The state's components within Model's: all of them, or a joint system's leading n_base.

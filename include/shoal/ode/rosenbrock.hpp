@@ -20,12 +20,14 @@
 //   begin_step(y, t, p, inv_hg, F0, Ft)  F and ∂F/∂t at the step's start, M ready (inv_hg = 1/(hγ))
 //   rhs(u, t, p, out)                    F at a stage point
 //   solve(y, t, p, r)                    r ← M⁻¹ r (y, t: the step's start)
+//   apply_mass(v, out)                   out ← M_mass v (used only where has_mass)
 // Because the joint system's state rows go through the same statements as the plain system's,
 // a joint solve without sensitivity error control steps, and its y values are, bit for bit the
 // plain solve's (tests/ode/test_gradients.py holds it to that).
 #pragma once
 
 #include "shoal/config.hpp"
+#include "shoal/ode/mass.hpp"
 
 namespace shoal {
 namespace ode {
@@ -64,10 +66,21 @@ struct Rosenbrock {
           u[i] = acc;
         }
         system.rhs(u, t + T(Tab::c(s)) * h, p, rhs);
-        for (int i = 0; i < n; ++i) {
-          T acc = T(0);
-          for (int j = 0; j < s; ++j) acc += T(Tab::C(s, j)) * k[j][i];
-          rhs[i] += h * T(Tab::d(s)) * Ft[i] + inv_h * acc;
+        if constexpr (Sys::has_mass) {
+          T coupled[n], mass_coupled[n];
+          for (int i = 0; i < n; ++i) {
+            T acc = T(0);
+            for (int j = 0; j < s; ++j) acc += T(Tab::C(s, j)) * k[j][i];
+            coupled[i] = acc;
+          }
+          system.apply_mass(coupled, mass_coupled);
+          for (int i = 0; i < n; ++i) rhs[i] += h * T(Tab::d(s)) * Ft[i] + inv_h * mass_coupled[i];
+        } else {
+          for (int i = 0; i < n; ++i) {
+            T acc = T(0);
+            for (int j = 0; j < s; ++j) acc += T(Tab::C(s, j)) * k[j][i];
+            rhs[i] += h * T(Tab::d(s)) * Ft[i] + inv_h * acc;
+          }
         }
         system.solve(y, t, p, rhs);
         for (int i = 0; i < n; ++i) k[s][i] = rhs[i];
@@ -133,6 +146,7 @@ struct StateSystem {
   template <class Model, class T>
   struct Type {
     static constexpr int n = Model::n_vars;
+    static constexpr bool has_mass = ode::has_mass<Model>();
     Matrix<Model> M;
 
     SHOAL_HD void begin_step(const T* y, const T& t, const T* p, const T& inv_hg, T* F0, T* Ft) {
@@ -142,6 +156,7 @@ struct StateSystem {
       Model::template rhs<T>(u, t, p, out);
     }
     SHOAL_HD void solve(const T*, const T&, const T*, T* r) const { M.solve(r); }
+    SHOAL_HD static void apply_mass(const T* v, T* out) { mass_times<Model, T>(v, out); }
   };
 };
 

@@ -25,6 +25,7 @@ struct RosenbrockStepAdjoint {
   using Tab = typename S::Tab;
   static constexpr int n = Model::n_vars;
   static constexpr int last = Tab::stages - 1;
+  static_assert(!has_mass<Model>(), "the adjoint of M y' = f is not implemented (mass.hpp)");
 
   S stepper;  // its step evaluates the stages, the factors and the dense output again
   T u[Tab::stages][n], k_bar[Tab::stages][n], y_bar[n];

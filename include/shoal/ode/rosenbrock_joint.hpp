@@ -34,6 +34,8 @@ struct JointSystem {
     static constexpr int n = SensModel::n_vars;  // n_base (1 + m)
     using Inner = ad::Dual<T, m>;
     using Outer = ad::Dual<Inner, 1>;
+    // With a mass matrix, M S' = J S + f_p: every block [y, S_1, …, S_m] carries the same M.
+    static constexpr bool has_mass = ode::has_mass<Base>();
 
     Matrix<Base> M0;
 
@@ -50,6 +52,10 @@ struct JointSystem {
 
     SHOAL_HD static void rhs(const T* u, const T& t, const T* p, T* out) {
       SensModel::template rhs<T>(u, t, p, out);
+    }
+
+    SHOAL_HD static void apply_mass(const T* v, T* out) {
+      for (int b = 0; b <= m; ++b) mass_times<Base, T>(v + n_base * b, out + n_base * b);
     }
 
     // Block forward substitution: r (joint) is overwritten by M⁻¹ r; z0 is the step's start.

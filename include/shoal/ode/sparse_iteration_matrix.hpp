@@ -1,4 +1,4 @@
-// The Rosenbrock iteration matrix M = I/(hγ) − J with a sparse direct solver compiled for one
+// The Rosenbrock iteration matrix M = I/(hγ) − J (or M/(hγ) − J: mass.hpp) with a sparse direct solver compiled for one
 // pattern (the interchangeable twin of DenseIterationMatrix in iteration_matrix.hpp).
 //
 // Structure is generated per pattern on the host (shoal/ode/_sparse/): a fill-reducing
@@ -12,6 +12,7 @@
 
 #include "shoal/ad/dual.hpp"
 #include "shoal/config.hpp"
+#include "shoal/ode/mass.hpp"
 
 namespace shoal {
 namespace ode {
@@ -50,7 +51,19 @@ struct SparseIterationMatrix {
       }
     }
     const LuScalar diag = LuScalar(inv_hg);
-    for (int i = 0; i < n; ++i) a[Structure::diagonal_slot(i)] += diag;
+    if constexpr (has_mass<Model>()) {
+      // M/(hγ): the pattern holds M's nonzeros (shoal/ode/_model.py adds them), each in the
+      // slot of its column's colour.
+      using Mass = typename Model::MassMatrix;
+      for (int k = 0; k < Mass::nnz; ++k) {
+        const int i = Mass::row(k), j = Mass::col(k);
+        const int slot = i == j ? Structure::diagonal_slot(i)
+                                : Structure::jacobian_slot(i, Structure::colour(j));
+        a[slot] += diag * LuScalar(Mass::value(k));
+      }
+    } else {
+      for (int i = 0; i < n; ++i) a[Structure::diagonal_slot(i)] += diag;
+    }
     Structure::factor(a);
   }
 

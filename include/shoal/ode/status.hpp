@@ -12,7 +12,8 @@ enum Status : int32_t {
   kMaxStepsReached = 1,    // accepted + rejected reached max_steps before the final time
   kStepSizeUnderflow = 2,  // the controller shrank the step below the resolution of t
   kNonFinite = 3,          // the state or every trial step went NaN/Inf
-  kInvalidInput = 4,       // t_span not strictly increasing or not finite (seen inside jit)
+  kInvalidInput = 4,       // t_span not strictly increasing or not finite (seen inside jit);
+                           // set in Python for a DAE member whose y0 is inconsistent
   kEvent = 5,              // stopped at a terminal event before the final time
   kCancelled = 6,          // the host asked the solve to stop (Ctrl-C: src/ode/interrupt.hpp)
   kSensitivityFailure = 7,  // a joint solve [y, S] failed on the sensitivities alone: the step

@@ -1,0 +1,239 @@
+"""Mass matrices: M y' = f(y, t, p) with the Rosenbrock methods, M singular (index-1 DAEs) or not.
+
+References: closed forms (a linear system behind an invertible, non-diagonal M), SciPy's Radau on
+the ODE form of the same problem (Robertson, whose third equation becomes the conservation law
+y1 + y2 + y3 = 1; the pendulum, whose index-1 form carries the multiplier as a variable), finite
+differences for the forward sensitivities, and the ODE form's own gradient.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.integrate import solve_ivp
+
+from shoal import ode
+
+jax.config.update("jax_enable_x64", True)
+
+ROSENBROCK = ["rodas5p", "rodas4", "rosenbrock23"]
+K = jnp.array([0.04, 3e7, 1e4])
+DAE_MASS = np.diag([1.0, 1.0, 0.0])
+
+
+def robertson_ode(y, t, k):
+    return jnp.stack([-k[0] * y[0] + k[2] * y[1] * y[2],
+                      k[0] * y[0] - k[1] * y[1] ** 2 - k[2] * y[1] * y[2],
+                      k[1] * y[1] ** 2])
+
+
+def robertson_dae(y, t, k):
+    return jnp.stack([-k[0] * y[0] + k[2] * y[1] * y[2],
+                      k[0] * y[0] - k[1] * y[1] ** 2 - k[2] * y[1] * y[2],
+                      y[0] + y[1] + y[2] - 1.0])
+
+
+def _radau(f, y0, ts, p, rtol=1e-12, atol=1e-16):
+    sol = solve_ivp(lambda t, y: np.asarray(f(jnp.asarray(y), t, p)), (ts[0], ts[-1]),
+                    np.asarray(y0), method="Radau", t_eval=np.asarray(ts), rtol=rtol, atol=atol)
+    assert sol.success
+    return sol.y.T
+
+
+@pytest.mark.parametrize("method", ROSENBROCK)
+def test_robertson_dae_matches_radau_on_the_ode_form(method):
+    ts = jnp.array([0.0, 1e-3, 0.4, 4.0, 40.0, 400.0, 4e3, 4e4])
+    y0 = jnp.array([1.0, 0.0, 0.0])
+    rtol = 1e-10 if method != "rosenbrock23" else 1e-8
+    ys, stats = ode.solve(robertson_dae, y0, ts, K, mass=DAE_MASS, method=method, rtol=rtol,
+                          atol=1e-14, return_stats=True)
+    assert int(stats["status"][0]) == ode.Status.SUCCESS
+    ref = _radau(robertson_ode, y0, ts, K)
+    scale = np.array([1.0, 4e-5, 1.0])  # y2 peaks near 3.6e-5
+    err = np.max(np.abs(np.asarray(ys[0]) - ref) / scale)
+    assert err < (1e-8 if method != "rosenbrock23" else 1e-5), err
+    # The algebraic equation holds at every save.
+    np.testing.assert_allclose(np.sum(ys[0], axis=1), 1.0, atol=1e-13)
+    # About the ODE form's cost: the same order of accepted steps.
+    _, ode_stats = ode.solve(robertson_ode, y0, ts, K, method=method, rtol=rtol, atol=1e-14,
+                             return_stats=True)
+    assert 0.5 < int(stats["accepted"][0]) / int(ode_stats["accepted"][0]) < 2
+
+
+@pytest.mark.parametrize("sparsity", ["dense", "auto"])
+def test_a_non_diagonal_invertible_mass_gives_the_closed_form(sparsity):
+    # M y' = M A y has y = exp(A t) y0 whatever the invertible M; A is diagonal, so f's Jacobian
+    # pattern is M's and a sparse pattern needs M's entries outside the diagonal.
+    rng = np.random.default_rng(3)
+    n = 5
+    mass = np.eye(n) + 0.3 * np.triu(rng.standard_normal((n, n)), 1)
+    rates = jnp.array([-1.0, -0.5, 0.3, -2.0, 0.1])
+    m_const = jnp.asarray(mass)
+
+    def f(y, t, p):
+        return m_const @ (rates * y)
+
+    y0 = jnp.arange(1.0, n + 1)
+    ts = jnp.linspace(0.0, 2.0, 5)
+    ys = ode.solve(f, y0, ts, mass=mass, sparsity=sparsity, rtol=1e-11, atol=1e-13)
+    exact = np.exp(np.outer(ts, rates)) * np.asarray(y0)
+    np.testing.assert_allclose(ys[0], exact, rtol=2e-9)
+
+
+def test_a_transformed_dae_with_a_full_singular_mass_matches_the_diagonal_one():
+    # L M y' = L f for an invertible L: the same solution, but M = L diag(1, 1, 0) is full and its
+    # left null space is no longer a unit vector.
+    L = np.array([[2.0, 0.5, 1.0], [-1.0, 1.0, 0.5], [0.3, -0.2, 1.5]])
+    l_const = jnp.asarray(L)
+    ts = jnp.array([0.0, 1.0, 100.0, 1e4])
+    y0 = jnp.array([1.0, 0.0, 0.0])
+    base = ode.solve(robertson_dae, y0, ts, K, mass=DAE_MASS, rtol=1e-10, atol=1e-14)
+    moved = ode.solve(lambda y, t, k: l_const @ robertson_dae(y, t, k), y0, ts, K,
+                      mass=L @ DAE_MASS, rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(moved, base, rtol=1e-7, atol=1e-13)
+
+
+G = 9.81
+
+
+def pendulum_index1(y, t, p):
+    # (x, y, u, v, λ): x'' = −λ x, y'' = −λ y − g, with the constraint x² + y² = ℓ² differentiated
+    # twice: 0 = u² + v² − λ (x² + y²) − g y.
+    x, yy, u, v, lam = y
+    g = p[0]
+    constraint = u * u + v * v - lam * (x * x + yy * yy) - g * yy
+    return jnp.stack([u, v, -lam * x, -lam * yy - g, constraint])
+
+
+PENDULUM_MASS = np.diag([1.0, 1.0, 1.0, 1.0, 0.0])
+
+
+def test_pendulum_in_index1_form_follows_the_angle_equation():
+    theta0, length = 0.7, 1.0
+    x0, y0_ = length * np.sin(theta0), -length * np.cos(theta0)
+    lam0 = -G * y0_ / length**2  # at rest: u = v = 0
+    start = jnp.array([x0, y0_, 0.0, 0.0, lam0])
+    ts = jnp.linspace(0.0, 5.0, 11)
+    ys = ode.solve(pendulum_index1, start, ts, jnp.array([G]), mass=PENDULUM_MASS, rtol=1e-10,
+                   atol=1e-12)
+    angle = solve_ivp(lambda t, s: [s[1], -G / length * np.sin(s[0])], (0.0, 5.0),
+                      [theta0, 0.0], t_eval=np.asarray(ts), rtol=1e-12, atol=1e-14, method="DOP853")
+    np.testing.assert_allclose(ys[0, :, 0], length * np.sin(angle.y[0]), atol=1e-7)
+    np.testing.assert_allclose(ys[0, :, 1], -length * np.cos(angle.y[0]), atol=1e-7)
+
+
+def test_dae_init_solve_finds_the_multiplier_and_differentiates_it():
+    # At rest at angle θ, λ0 = −g y0 / ℓ² = g cos θ: 'solve' finds it from a wrong guess, and its
+    # derivative with respect to g is cos θ (the implicit-function rule).
+    theta0 = 0.7
+    start = jnp.array([np.sin(theta0), -np.cos(theta0), 0.0, 0.0, 123.0])
+    ts = jnp.array([0.0, 0.5])
+
+    def multiplier(g):
+        return ode.solve(pendulum_index1, start, ts, jnp.stack([g]), mass=PENDULUM_MASS,
+                         dae_init="solve", rtol=1e-10, atol=1e-12)[0, 0, 4]
+
+    np.testing.assert_allclose(multiplier(G), G * np.cos(theta0), rtol=1e-12)
+    np.testing.assert_allclose(jax.grad(multiplier)(G), np.cos(theta0), rtol=1e-9)
+    # The differential components are held; an algebraic guess's tangent vanishes.
+    ys = ode.solve(pendulum_index1, start, ts, jnp.array([G]), mass=PENDULUM_MASS,
+                   dae_init="solve")
+    np.testing.assert_array_equal(ys[0, 0, :4], start[:4])
+    d_guess = jax.grad(lambda s: ode.solve(pendulum_index1, s, ts, jnp.array([G]),
+                                           mass=PENDULUM_MASS, dae_init="solve")[0, -1, 0])(start)
+    assert d_guess[4] == 0.0 and d_guess[0] != 0.0
+
+
+def test_an_inconsistent_y0_is_refused_eagerly_and_reported_under_jit():
+    ts = jnp.array([0.0, 1.0])
+    y0 = jnp.array([[1.0, 0.0, 0.0], [1.0, 0.0, 0.3], [0.5, 0.0, 0.5]])
+    with pytest.raises(ValueError, match=r"member\(s\) 1 .*dae_init='solve'"):
+        ode.solve(robertson_dae, y0, ts, K, mass=DAE_MASS)
+
+    @jax.jit
+    def run(y0):
+        return ode.solve(robertson_dae, y0, ts, K, mass=DAE_MASS, return_stats=True)
+
+    ys, stats = run(y0)
+    assert list(np.asarray(stats["status"])) == [0, ode.Status.INVALID_INPUT, 0]
+    assert np.all(np.isnan(ys[1])) and not np.any(np.isnan(ys[np.array([0, 2])]))
+    alone = ode.solve(robertson_dae, y0[2], ts, K, mass=DAE_MASS)
+    np.testing.assert_array_equal(ys[2], alone[0])
+    # 'solve' moves only the algebraic component: y3 = 1 − y1 − y2.
+    fixed = ode.solve(robertson_dae, y0, ts, K, mass=DAE_MASS, dae_init="solve")
+    np.testing.assert_allclose(fixed[:, 0], [[1.0, 0.0, 0.0]] * 2 + [[0.5, 0.0, 0.5]],
+                               atol=1e-15)
+
+
+def test_an_index2_system_is_refused():
+    # y1' = y2, 0 = y1 − sin t: the algebraic equation does not involve y2, so N^T J Z = 0.
+    def f(y, t, p):
+        return jnp.stack([y[1], y[0] - jnp.sin(t)])
+
+    with pytest.raises(ValueError, match="not index 1"):
+        ode.solve(f, jnp.array([0.0, 1.0]), jnp.array([0.0, 1.0]), mass=np.diag([1.0, 0.0]))
+
+
+@pytest.mark.parametrize("method", ["rodas5p", "rosenbrock23"])
+def test_forward_sensitivities_match_finite_differences_and_the_ode_form(method):
+    ts = jnp.array([0.0, 1.0, 40.0])
+    y0 = jnp.array([1.0, 0.0, 0.0])
+    rtol = 1e-10 if method == "rodas5p" else 1e-7
+
+    def final(f, mass):
+        return lambda k: ode.solve(f, y0, ts, k, mass=mass, method=method, rtol=rtol,
+                                   atol=1e-14)[0, -1, np.array([0, 2])]
+
+    dae = final(robertson_dae, DAE_MASS)
+    jac = jax.jacfwd(dae)(K)
+    jac_rev = jax.jacrev(dae)(K)
+    np.testing.assert_allclose(jac_rev, jac, rtol=1e-12)
+    ode_jac = jax.jacfwd(final(robertson_ode, None))(K)
+    np.testing.assert_allclose(jac, ode_jac, rtol=1e-5 if method == "rodas5p" else 1e-3)
+    if method == "rodas5p":
+        for i in range(3):
+            step = 1e-5 * K[i]
+            fd = (dae(K.at[i].add(step)) - dae(K.at[i].add(-step))) / (2 * step)
+            np.testing.assert_allclose(jac[:, i], fd, rtol=1e-5)
+
+
+def test_lanes_and_the_scalar_path_give_the_same_bits_and_sparse_agrees():
+    rng = np.random.default_rng(0)
+    y0 = jnp.asarray(np.tile([1.0, 0.0, 0.0], (19, 1)))
+    k = jnp.asarray(np.asarray(K) * rng.uniform(0.5, 2.0, (19, 3)))
+    ts = jnp.array([0.0, 1.0, 100.0])
+
+    def run(**kw):
+        return ode.solve(robertson_dae, y0, ts, k, mass=DAE_MASS, rtol=1e-9, atol=1e-13, **kw)
+
+    scalar = run(lanes=1)
+    np.testing.assert_array_equal(run(lanes=8), scalar)
+    np.testing.assert_allclose(run(sparsity="auto"), scalar, rtol=1e-7, atol=1e-14)
+    def loss(k, lanes):
+        return ode.solve(robertson_dae, y0, ts, k, mass=DAE_MASS, lanes=lanes)[:, -1, 2].sum()
+
+    np.testing.assert_array_equal(jax.grad(loss)(k, 8), jax.grad(loss)(k, 1))
+
+
+def test_bad_mass_arguments_are_refused_clearly():
+    ts = jnp.array([0.0, 1.0])
+    y0 = jnp.array([1.0, 0.0, 0.0])
+    with pytest.raises(ValueError, match=r"mass must have shape \(3, 3\)"):
+        ode.solve(robertson_dae, y0, ts, K, mass=np.eye(2))
+    with pytest.raises(ValueError, match="square"):
+        ode.solve(robertson_dae, y0, ts, K, mass=np.ones((3, 2)))
+    with pytest.raises(ValueError, match="finite"):
+        ode.solve(robertson_dae, y0, ts, K, mass=np.diag([1.0, np.nan, 0.0]))
+    with pytest.raises(ValueError, match="explicit and cannot solve .* singular"):
+        ode.solve(robertson_dae, y0, ts, K, mass=DAE_MASS, method="tsit5")
+    with pytest.raises(ValueError, match="jnp.linalg.solve"):
+        ode.solve(robertson_ode, y0, ts, K, mass=2 * np.eye(3), method="vern7")
+    with pytest.raises(NotImplementedError, match="adjoint=False"):
+        ode.solve(robertson_dae, y0, ts, K, mass=DAE_MASS, adjoint=True)
+    with pytest.raises(ValueError, match="dae_init must be"):
+        ode.solve(robertson_dae, y0, ts, K, mass=DAE_MASS, dae_init="fix")
+    with pytest.raises(NotImplementedError, match="t_span"):
+        jax.grad(lambda t: ode.solve(robertson_dae, y0, jnp.stack([0.0, t]), K,
+                                     mass=DAE_MASS)[0, -1, 0])(1.0)
+    with pytest.raises(TypeError, match="constant matrix"):
+        jax.jit(lambda m: ode.solve(robertson_dae, y0, ts, K, mass=m))(jnp.asarray(DAE_MASS))
