@@ -24,6 +24,7 @@ import shoal
 from shoal import _nvrtc
 from shoal.ode import _build, _codegen, _kernel_source, _ode_ext
 from shoal.ode._kernel_source import Variant
+from shoal.ode._mass import MassMatrix
 from shoal.ode._model import detect_pattern
 from shoal.ode._options import LuPrecision, Method, Ordering, SparsityPattern
 
@@ -55,6 +56,7 @@ def _ring_sparse() -> dict:
 
 def _variants():
     sparse = _ring_sparse()
+    dae_mass = MassMatrix(np.diag([1.0, 1.0, 0.0]))
     return {
         "tsit5": (lorenz, 3, 3, Variant(Method.TSIT5)),
         "tsit5_sens": (lorenz, 3, 3, Variant(Method.TSIT5, sens=(True, True))),
@@ -68,6 +70,10 @@ def _variants():
         "rodas5p_sparse": (ring, 16, 1, Variant(Method.RODAS5P, **sparse)),
         "rodas5p_sparse_sens": (ring, 16, 1,
                                 Variant(Method.RODAS5P, sens=(True, True), **sparse)),
+        # M y' = f (mass.hpp): compiled only, so the ODE form's f serves.
+        "rodas5p_mass": (robertson, 3, 3, Variant(Method.RODAS5P, mass=dae_mass)),
+        "rodas5p_mass_sens": (robertson, 3, 3,
+                              Variant(Method.RODAS5P, sens=(False, True), mass=dae_mass)),
     }
 
 
