@@ -10,7 +10,8 @@
 //      numbers each, in a buffer held only while the trajectory is being differentiated (one
 //      per worker thread, at most max_steps records long).
 //   2. Backwards over the records, with λ the cotangent of the current state: a step is
-//      evaluated again from its start and transposed by the method's StepAdjoint
+//      evaluated again from its start (an explicit method's from the stages the forward solve
+//      recorded for its first steps, within StageBudgetBytes per worker thread) and transposed by the method's StepAdjoint
 //      (explicit_rk_adjoint.hpp, rosenbrock_adjoint.hpp), which turns λ and the cotangents of
 //      the saves the step served (a save inside the step is the method's continuous extension
 //      at θ, one at or after the step's end the end state itself, as integrate.hpp records
@@ -36,6 +37,7 @@
 // the recording does not see).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -124,17 +126,24 @@ struct ModelVjps {
 
 // One trajectory's adjoint: Stepper the method, StepAdjoint<Stepper, Model, T> its step's
 // transpose, which offers
-//   prepare(y, t, h, p, dense)   the step from (t, y) of size h evaluated again (with its dense
-//                                output's extra work if `dense`)
+//   recorded, record(stepper, out)   what it keeps of an accepted step (`recorded` numbers,
+//                                0: nothing), written by record() right after the step
+//   prepare(y, t, h, p, dense, stages)   the step from (t, y) of size h evaluated again (with
+//                                its dense output's extra work if `dense`), from its record
+//                                `stages` where one was kept (else nullptr)
 //   end_state(out), dense_state(θ, out)   the states its saves recorded
 //   clear(); add_end(λ); add_save(θ, w)   cotangents of its end state and of saves inside it
 //   transpose(vjps, y_bar)       the cotangent of its start (p̄ through vjps)
+// StageBudgetBytes bounds the step records kept per trajectory (the first steps' until it is
+// reached; the later steps are evaluated again).
 template <template <class, class> class Stepper,
           template <template <class, class> class, class, class> class StepAdjoint, class Model,
-          class T>
+          class T, size_t StageBudgetBytes = size_t(16) << 20>
 struct Adjoint {
+  using Step = StepAdjoint<Stepper, Model, T>;
   static constexpr int n = Model::n_vars;
   static constexpr int n_out = n_saved<Model>();
+  static constexpr size_t stage_limit = StageBudgetBytes / sizeof(T);
   // A record: an accepted step (its start t, size h, end, and the state y at its start) or a
   // stop's jump (the stop, 0, 0, the state before the jump).
   static constexpr int stride = n + 3;
@@ -142,8 +151,9 @@ struct Adjoint {
   std::vector<T> records;  // stride numbers each, in the order they happened
   bool opt_terminal = true;  // whether the model's event ends the trajectory
   std::vector<unsigned char> is_jump;
+  std::vector<T> stage_records;  // Step::recorded numbers for each of the first accepted steps
   ModelVjps<Model, T> vjps;
-  StepAdjoint<Stepper, Model, T> step;
+  Step step;
   T lambda[n];
 
   // Step 1: the forward solve, recording its accepted steps and jumps. false (the gradient is
@@ -152,6 +162,8 @@ struct Adjoint {
                Status* status) {
     records.clear();
     is_jump.clear();
+    stage_records.clear();
+    bool recording = Step::recorded > 0;  // until the budget is reached
     opt_terminal = opt.event_terminal;
     Stepper<Model, T> stepper;
     Integration<Stepper, Model, T> run(tr, opt, stats);
@@ -173,10 +185,20 @@ struct Adjoint {
       const int32_t accepted = stats->accepted;
       const T t = run.t, h = run.h, end = run.attempt_end();
       for (int i = 0; i < n; ++i) before[i] = run.y[i];
+      // Kept before complete_attempt, which may move the stepper's stages (FSAL), and dropped
+      // again if the attempt is rejected.
+      const size_t stage_at = stage_records.size();
+      recording = recording && stage_at + Step::recorded <= stage_limit;
+      if (recording) {
+        stage_records.resize(stage_at + Step::recorded);
+        Step::record(stepper, stage_records.data() + stage_at);
+      }
       run.complete_attempt(stepper, y_new, err);
       if (stats->accepted != accepted) {
         push(false, t, h, end, before);
         for (int i = 0; i < n; ++i) before[i] = run.y[i];
+      } else if (recording) {
+        stage_records.resize(stage_at);
       }
     }
     *status = run.finish();
@@ -203,6 +225,10 @@ struct Adjoint {
       }
     }
     bool event_pending = t_event < T(1) / T(0);
+    int64_t step_number = 0;  // of the record r among the accepted steps
+    for (unsigned char jump : is_jump) step_number += jump ? 0 : 1;
+    const int64_t with_stages =
+        Step::recorded > 0 ? static_cast<int64_t>(stage_records.size()) / Step::recorded : 0;
     for (int64_t r = static_cast<int64_t>(is_jump.size()) - 1; r >= 0; --r) {
       const T* rec = records.data() + r * stride;
       const T t = rec[0], h = rec[1], end = rec[2];
@@ -225,7 +251,11 @@ struct Adjoint {
       // The event's state: the end state, or the continuous extension inside this step.
       const bool event_here = event_pending && t_event > t;
       const bool event_inside = event_here && t_event < end;
-      step.prepare(y, t, h, tr.p, inside > before || event_inside);
+      --step_number;
+      step.prepare(y, t, h, tr.p, inside > before || event_inside,
+                   step_number < with_stages
+                       ? stage_records.data() + step_number * Step::recorded
+                       : nullptr);
       if (j > inside) {
         T y_end[n];
         step.end_state(y_end);

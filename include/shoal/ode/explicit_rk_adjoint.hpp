@@ -8,6 +8,9 @@
 // then for s from the last stage down: ū = f_yᵀ k̄_s at (Y_s, t + c_s h) (p̄ += f_pᵀ k̄_s),
 // ȳ += ū, k̄_j += h a_sj ū for j < s. A stage whose cotangent is all zeros is skipped (a zero
 // weight never meets an infinite Jacobian entry, as in the engine).
+//
+// The forward re-solve records an accepted step's stages k_s (record): prepare then reads them
+// instead of evaluating f again at every stage point.
 #pragma once
 
 #include "shoal/config.hpp"
@@ -28,7 +31,16 @@ struct ExplicitStepAdjoint {
   T t = T(0), h = T(0);
   int used = Tab::stages;
 
-  void prepare(const T* y_start, T t_start, T h_step, const T* p, bool dense) {
+  // An accepted step's record: its stages k_0 … k_{stages−1}, as the stepper computed them
+  // (a FSAL tableau's k_0 carried over from the step before).
+  static constexpr int recorded = Tab::stages * n;
+  static void record(const Stepper<Model, T>& stepper, T* out) {
+    for (int s = 0; s < Tab::stages; ++s)
+      for (int i = 0; i < n; ++i) out[s * n + i] = stepper.k[s][i];
+  }
+
+  // stages: the step's record, or nullptr to evaluate f at every stage point.
+  void prepare(const T* y_start, T t_start, T h_step, const T* p, bool dense, const T* stages) {
     y = y_start;
     t = t_start;
     h = h_step;
@@ -41,11 +53,20 @@ struct ExplicitStepAdjoint {
         }
         point[s][i] = y[i] + h * acc;
       }
-      Model::template rhs<T>(point[s], t + T(Tab::c(s)) * h, p, k[s]);
+      if (stages != nullptr && s < Tab::stages) {
+        for (int i = 0; i < n; ++i) k[s][i] = stages[s * n + i];
+      } else {
+        Model::template rhs<T>(point[s], t + T(Tab::c(s)) * h, p, k[s]);
+      }
     }
   }
 
-  static double end_weight(int s) { return Tab::fsal ? Tab::a(last, s) : Tab::b(s); }
+  // A FSAL tableau's end state is its last stage point, whose row of a covers the stages
+  // before it (the last one's own weight is 0; a(last, last) is outside the table).
+  static double end_weight(int s) {
+    if constexpr (Tab::fsal) return s < last ? Tab::a(last, s) : 0.0;
+    return Tab::b(s);
+  }
 
   void end_state(T* out) const {
     for (int i = 0; i < n; ++i) {

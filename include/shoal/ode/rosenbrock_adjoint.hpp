@@ -33,7 +33,11 @@ struct RosenbrockStepAdjoint {
   const T* p = nullptr;
   T t = T(0), h = T(0);
 
-  void prepare(const T* y_start, T t_start, T h_step, const T* params, bool) {
+  // Nothing is recorded: the step is evaluated again, since its factors are needed anyway.
+  static constexpr int recorded = 0;
+  static void record(const S&, T*) {}
+
+  void prepare(const T* y_start, T t_start, T h_step, const T* params, bool, const T*) {
     y = y_start;
     t = t_start;
     h = h_step;
