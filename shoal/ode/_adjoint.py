@@ -48,7 +48,7 @@ def chosen(problem, entries: int) -> bool:
         return True
     family = "explicit" if o.method.explicit else "rosenbrock"
     return (o.adjoint == "auto" and entries > AUTO_ENTRIES[family] and problem.model.has_vjp
-            and o.mass is None and jax.default_backend() == "cpu")
+            and jax.default_backend() == "cpu")
 
 
 
@@ -117,7 +117,7 @@ def adjoint_cotangents(problem, primals, ct):
     # The dense LU also where the primal solve is sparse (no transposed sparse solve yet): the
     # recorded steps may then differ from the primal's at rounding level.
     lu = o.lu_precision if o.method.rosenbrock else LuPrecision.FP64
-    build = ModelBuild(problem.model, Variant(o.method, lu, adjoint=True))
+    build = ModelBuild(problem.model, Variant(o.method, lu, adjoint=True, mass=o.mass))
     progress = np.full((1,), -1, np.int32)
     out = adjoint_p.bind(*tiled[:5], atol, *tiled[5:], progress,
                          ct.reshape(d * n_traj, -1).astype(y0.dtype), build=build, options=o)

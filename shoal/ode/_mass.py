@@ -182,10 +182,6 @@ def check_supported(mass: MassMatrix, n: int, options) -> None:
             "nonsingular M pass f = lambda y, t, p: jnp.linalg.solve(M, f(y, t, p)), or use a "
             "Rosenbrock method ('rodas5p', 'rodas4', 'rosenbrock23'), which takes mass= "
             "directly")
-    if options.adjoint is True:
-        raise NotImplementedError(
-            "adjoint=True with a mass matrix is not implemented; use adjoint=False (forward "
-            "sensitivities, M S' = J S + f_p), which grad, jacrev and jacfwd then run")
 
 
 def consistent_start(rhs, mass: MassMatrix, y0, own, shared, t_rows, n_traj: int, options):

@@ -362,8 +362,9 @@ class SolveOptions:
         "``0 = f_i``). The iteration matrix becomes ``M/(hγ) − J`` (its nonzeros join a sparse "
         "pattern); every component, algebraic ones included, is in the error norm. y0 must "
         "satisfy the algebraic equations (see ``dae_init``). Forward sensitivities (jvp, grad, "
-        "jacfwd) solve ``M S' = J S + f_p``; not supported with a mass matrix: the explicit "
-        "methods, ``adjoint=True`` and derivatives with respect to t_span or an event's time.")
+        "jacfwd) solve ``M S' = J S + f_p``; ``adjoint=True`` transposes the steps with ``Mᵀ``. "
+        "Not supported with a mass matrix: the explicit methods, and derivatives with respect "
+        "to t_span or an event's time.")
     dae_init: str = _option(
         "check", _mass.dae_init_option,
         "With a singular ``mass``: ``\"check\"`` (default) requires y0 to satisfy the algebraic "

@@ -34,5 +34,13 @@ SHOAL_HD void mass_times(const T* v, T* out) {
   for (int k = 0; k < Mass::nnz; ++k) out[Mass::row(k)] += T(Mass::value(k)) * v[Mass::col(k)];
 }
 
+// out = Mᵀ v (the adjoint's transposed coupling terms, rosenbrock_adjoint.hpp).
+template <class Model, class T>
+SHOAL_HD void mass_transposed_times(const T* v, T* out) {
+  using Mass = typename Model::MassMatrix;
+  for (int i = 0; i < Model::n_vars; ++i) out[i] = T(0);
+  for (int k = 0; k < Mass::nnz; ++k) out[Mass::col(k)] += T(Mass::value(k)) * v[Mass::row(k)];
+}
+
 }  // namespace ode
 }  // namespace shoal

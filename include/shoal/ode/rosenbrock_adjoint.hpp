@@ -10,7 +10,9 @@
 // dk_s = M⁻¹ (dr_s + dJ k_s) with h fixed, the iteration matrix and F_t contribute
 // ∂/∂(y, p) [r̄ᵀ (J k_s + F_t h d_s)] at (y, t) — the model's second-order `jvp_vjp`, so no
 // derivative of J is ever formed —, F at the stage point f_yᵀ r̄ (and f_pᵀ r̄), the earlier
-// stages k̄_j += C_sj r̄ / h, and u_s passes its cotangent to y and to k̄_j by a_sj.
+// stages k̄_j += C_sj r̄ / h, and u_s passes its cotangent to y and to k̄_j by a_sj. With a
+// constant mass matrix (mass.hpp: M = M_mass/(hγ) − J, coupling M_mass Σ_j C_sj k_j / h) the
+// earlier stages get C_sj M_massᵀ r̄ / h instead; the rest is unchanged, M_mass being constant.
 #pragma once
 
 #include "shoal/config.hpp"
@@ -25,7 +27,6 @@ struct RosenbrockStepAdjoint {
   using Tab = typename S::Tab;
   static constexpr int n = Model::n_vars;
   static constexpr int last = Tab::stages - 1;
-  static_assert(!has_mass<Model>(), "the adjoint of M y' = f is not implemented (mass.hpp)");
 
   S stepper;  // its step evaluates the stages, the factors and the dense output again
   T u[Tab::stages][n], k_bar[Tab::stages][n], y_bar[n];
@@ -110,9 +111,16 @@ struct RosenbrockStepAdjoint {
       for (int i = 0; i < n; ++i) y_bar[i] += part[i];
       vjps.rhs(u[s], t + T(Tab::c(s)) * h, r_bar, part);  // part = ū_s
       for (int i = 0; i < n; ++i) y_bar[i] += part[i];
+      // With a mass matrix the coupling terms are M Σ_j (C_sj/h) k_j: their transpose Mᵀ r̄.
+      T coupled[n];
+      if constexpr (has_mass<Model>()) {
+        mass_transposed_times<Model, T>(r_bar, coupled);
+      } else {
+        for (int i = 0; i < n; ++i) coupled[i] = r_bar[i];
+      }
       for (int j = 0; j < s; ++j) {
         const double C = Tab::C(s, j), a = Tab::a(s, j);
-        for (int i = 0; i < n; ++i) k_bar[j][i] += inv_h * T(C) * r_bar[i] + T(a) * part[i];
+        for (int i = 0; i < n; ++i) k_bar[j][i] += inv_h * T(C) * coupled[i] + T(a) * part[i];
       }
     }
     for (int i = 0; i < n; ++i) out[i] = y_bar[i];
