@@ -2,10 +2,10 @@
 
 shoal's headers are written host-and-device; this keeps them so between GPU runs. Every stepper a
 generated model can be solved with — Tsit5, Rodas5P with dense fp64/fp32 and sparse
-factorisations, Rodas4 and Rosenbrock23 (the engine's other tableaus), and the joint sensitivity
-steppers, and Rodas5P with a mass matrix (dense, joint, sparse) — is instantiated in a __global__ kernel (one
-trajectory per thread) and compiled by nvcc, also for a model with a jump, a save function and an
-event. A reference model (Robertson) must not spill
+factorisations, Rodas4 and Rosenbrock23 (the engine's other tableaus), the joint sensitivity
+steppers, and Rodas5P with a mass matrix (dense, joint, sparse) — is instantiated in a
+__global__ kernel (one trajectory per thread) and compiled by nvcc, also for a model with a jump,
+a save function and an event. A reference model (Robertson) must not spill
 registers. Skipped, and reported as skipped, only where nvcc is not installed.
 """
 
