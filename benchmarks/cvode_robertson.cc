@@ -24,10 +24,20 @@
 // once and re-initialised (CVodeReInit) per trajectory, as a user solving many problems would.
 // Saves use CVODE's interpolation (CV_NORMAL to each save time), no tstop.
 //
+// Compiled with -DROBERTSON_IDA (and -lsundials_ida instead of -lsundials_cvode) it solves the
+// DAE form instead, for benchmarks/dae_robertson.py: the third equation replaced by the
+// conservation law 0 = y1 + y2 + y3 − 1, with SUNDIALS IDA (variable-order BDF on the residual
+// F(t, y, y') = 0, Newton with the dense solver and the analytic dF/dy + c_j dF/dy'), started
+// from the consistent y'(0) = (−k1, k1, 0); the same files and output.
+//
 // stdout: one line "RESULT {json}" with the SUNDIALS version and the wall time and process CPU
 // time of each pass.
 
+#ifdef ROBERTSON_IDA
+#include <ida/ida.h>
+#else
 #include <cvode/cvode.h>
+#endif
 #include <nvector/nvector_serial.h>
 #include <sundials/sundials_types.h>
 #include <sundials/sundials_version.h>
@@ -80,6 +90,39 @@ int jac(sunrealtype /*t*/, N_Vector y, N_Vector /*fy*/, SUNMatrix J, void* user_
   SM_ELEMENT_D(J, 2, 2) = 0.0;
   return 0;
 }
+
+#ifdef ROBERTSON_IDA
+// F(t, y, y') of the DAE form and its iteration matrix dF/dy + cj dF/dy'.
+int residual(sunrealtype /*t*/, N_Vector y, N_Vector yp, N_Vector res, void* user_data) {
+  const double k1 = *static_cast<const double*>(user_data);
+  const sunrealtype* v = N_VGetArrayPointer(y);
+  const sunrealtype* d = N_VGetArrayPointer(yp);
+  sunrealtype* r = N_VGetArrayPointer(res);
+  const double r1 = k1 * v[0];
+  const double r2 = kK2 * v[1] * v[1];
+  const double r3 = kK3 * v[1] * v[2];
+  r[0] = d[0] - (-r1 + r3);
+  r[1] = d[1] - (r1 - r2 - r3);
+  r[2] = v[0] + v[1] + v[2] - 1.0;
+  return 0;
+}
+
+int residual_jac(sunrealtype /*t*/, sunrealtype cj, N_Vector y, N_Vector /*yp*/, N_Vector /*r*/,
+                 SUNMatrix J, void* user_data, N_Vector, N_Vector, N_Vector) {
+  const double k1 = *static_cast<const double*>(user_data);
+  const sunrealtype* v = N_VGetArrayPointer(y);
+  SM_ELEMENT_D(J, 0, 0) = k1 + cj;
+  SM_ELEMENT_D(J, 0, 1) = -kK3 * v[2];
+  SM_ELEMENT_D(J, 0, 2) = -kK3 * v[1];
+  SM_ELEMENT_D(J, 1, 0) = -k1;
+  SM_ELEMENT_D(J, 1, 1) = kK3 * v[2] + 2.0 * kK2 * v[1] + cj;
+  SM_ELEMENT_D(J, 1, 2) = kK3 * v[1];
+  SM_ELEMENT_D(J, 2, 0) = 1.0;
+  SM_ELEMENT_D(J, 2, 1) = 1.0;
+  SM_ELEMENT_D(J, 2, 2) = 1.0;
+  return 0;
+}
+#endif
 
 std::vector<double> read_doubles(const char* path) {
   std::FILE* fh = std::fopen(path, "rb");
@@ -147,19 +190,39 @@ int main(int argc, char** argv) {
   check_ptr(A, "SUNDenseMatrix");
   SUNLinearSolver LS = SUNLinSol_Dense(y, A, ctx);
   check_ptr(LS, "SUNLinSol_Dense");
-  void* mem = CVodeCreate(CV_BDF, ctx);
-  check_ptr(mem, "CVodeCreate");
   double k1 = k1s[0];
   sunrealtype* yv = N_VGetArrayPointer(y);
   yv[0] = 1.0;
   yv[1] = 0.0;
   yv[2] = 0.0;
+#ifdef ROBERTSON_IDA
+  N_Vector yp = N_VNew_Serial(3, ctx);
+  check_ptr(yp, "N_VNew_Serial");
+  sunrealtype* ypv = N_VGetArrayPointer(yp);
+  auto consistent_slope = [&] {  // y'(0) of the DAE at y(0) = (1, 0, 0)
+    ypv[0] = -k1;
+    ypv[1] = k1;
+    ypv[2] = 0.0;
+  };
+  consistent_slope();
+  void* mem = IDACreate(ctx);
+  check_ptr(mem, "IDACreate");
+  check(IDAInit(mem, residual, ts[0], y, yp), "IDAInit");
+  check(IDASStolerances(mem, rtol, atol), "IDASStolerances");
+  check(IDASetUserData(mem, &k1), "IDASetUserData");
+  check(IDASetLinearSolver(mem, LS, A), "IDASetLinearSolver");
+  check(IDASetJacFn(mem, residual_jac), "IDASetJacFn");
+  check(IDASetMaxNumSteps(mem, 1000000), "IDASetMaxNumSteps");
+#else
+  void* mem = CVodeCreate(CV_BDF, ctx);
+  check_ptr(mem, "CVodeCreate");
   check(CVodeInit(mem, rhs, ts[0], y), "CVodeInit");
   check(CVodeSStolerances(mem, rtol, atol), "CVodeSStolerances");
   check(CVodeSetUserData(mem, &k1), "CVodeSetUserData");
   check(CVodeSetLinearSolver(mem, LS, A), "CVodeSetLinearSolver");
   check(CVodeSetJacFn(mem, jac), "CVodeSetJacFn");
   check(CVodeSetMaxNumSteps(mem, 1000000), "CVodeSetMaxNumSteps");
+#endif
 
   std::vector<double> ys(n_traj * n_save * 3, 0.0);
   std::vector<std::int64_t> steps(n_traj, 0), fails(n_traj, 0), flags(n_traj, 0);
@@ -171,8 +234,14 @@ int main(int argc, char** argv) {
       yv[0] = 1.0;
       yv[1] = 0.0;
       yv[2] = 0.0;
+#ifdef ROBERTSON_IDA
+      consistent_slope();
+      check(IDAReInit(mem, ts[0], y, yp), "IDAReInit");
+      if (h0 > 0) check(IDASetInitStep(mem, h0), "IDASetInitStep");
+#else
       check(CVodeReInit(mem, ts[0], y), "CVodeReInit");
       if (h0 > 0) check(CVodeSetInitStep(mem, h0), "CVodeSetInitStep");
+#endif
       double* out = &ys[i * n_save * 3];
       out[0] = yv[0];
       out[1] = yv[1];
@@ -180,7 +249,11 @@ int main(int argc, char** argv) {
       int flag = 0;
       sunrealtype t = ts[0];
       for (std::size_t s = 1; s < n_save; ++s) {
+#ifdef ROBERTSON_IDA
+        flag = IDASolve(mem, ts[s], &t, y, yp, IDA_NORMAL);
+#else
         flag = CVode(mem, ts[s], y, &t, CV_NORMAL);
+#endif
         if (flag < 0) {
           for (std::size_t r = s; r < n_save; ++r)
             for (int c = 0; c < 3; ++c) out[r * 3 + c] = 0.0 / 0.0;
@@ -191,9 +264,15 @@ int main(int argc, char** argv) {
         out[s * 3 + 2] = yv[2];
       }
       long nst = 0, netf = 0, ncfn = 0;
+#ifdef ROBERTSON_IDA
+      IDAGetNumSteps(mem, &nst);
+      IDAGetNumErrTestFails(mem, &netf);
+      IDAGetNumNonlinSolvConvFails(mem, &ncfn);
+#else
       CVodeGetNumSteps(mem, &nst);
       CVodeGetNumErrTestFails(mem, &netf);
       CVodeGetNumNonlinSolvConvFails(mem, &ncfn);
+#endif
       steps[i] = nst;
       fails[i] = netf + ncfn;
       flags[i] = flag < 0 ? flag : 0;
@@ -232,7 +311,12 @@ int main(int argc, char** argv) {
     std::printf("%s%.9g", r ? ", " : "", pass_cpu_s[r]);
   std::printf("]}\n");
 
+#ifdef ROBERTSON_IDA
+  IDAFree(&mem);
+  N_VDestroy(yp);
+#else
   CVodeFree(&mem);
+#endif
   SUNLinSolFree(LS);
   SUNMatDestroy(A);
   N_VDestroy(y);

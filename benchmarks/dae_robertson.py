@@ -9,7 +9,11 @@ ODE form's cost per step.
 For each Rosenbrock method and rtol (atol = 1e-4 rtol): the median wall time of --repeats warm
 calls over N trajectories, the mean accepted steps, the time per step attempt, and the largest
 relative error of the saves where |ref| >= 1e-8 against SciPy Radau at rtol 1e-12 on the ODE
-form (--ref members). No peer solves this DAE in Python: SciPy and diffrax have no mass matrices.
+form (--ref members). SciPy and diffrax have no mass matrices; the peer is SUNDIALS IDA (BDF on
+the residual form; ``cvode_robertson.cc`` built with -DROBERTSON_IDA, one trajectory after
+another on one core, as a user's loop would run it), at the same tolerances and at the tighter
+rtol where it reaches shoal Rodas5P's error; skipped, with the reason, where SUNDIALS is not
+installed (``apt-get install libsundials-dev``).
 
     PYTHONPATH=. .venv/bin/python benchmarks/dae_robertson.py [--n 10000] [--repeats 5]
 """
@@ -17,6 +21,8 @@ form (--ref members). No peer solves this DAE in Python: SciPy and diffrax have 
 from __future__ import annotations
 
 import argparse
+import tempfile
+from pathlib import Path
 
 import _common  # noqa: I001 - puts the repository root on sys.path before shoal is imported
 import jax
@@ -48,6 +54,17 @@ def make(f, method, rtol, mass):
                              max_steps=rob.MAX_STEPS, **rob.GAINS, **extra)
 
 
+def ida_rows(exe, k1, checked, refs, rtols, repeats):
+    """IDA at each rtol: (rtol, seconds on one core, mean steps, error)."""
+    rows = []
+    for rtol in rtols:
+        out = rob.run_cvode(exe, k1, repeats, rtol=rtol, atol=1e-4 * rtol)
+        assert np.all(out["flags"] == 0), f"IDA failed at rtol {rtol}"
+        error = rob.errors(out["ys"][checked], refs)[1]
+        rows.append((rtol, _common.median(out["pass_s"]), float(np.mean(out["steps"])), error))
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=10_000)
@@ -55,6 +72,8 @@ def main():
     parser.add_argument("--ref", type=int, default=5, help="members checked against Radau")
     parser.add_argument("--rtols", default="1e-4,1e-6,1e-8")
     parser.add_argument("--methods", default="rodas5p,rodas4,rosenbrock23")
+    parser.add_argument("--peer-n", type=int, default=2000,
+                        help="trajectories IDA solves (its time is scaled to --n)")
     args = parser.parse_args()
     print("\n".join(_common.header_lines()))
     k1 = jnp.asarray(rob.k1_values(args.n))
@@ -65,6 +84,7 @@ def main():
     print("| method | rtol | form | time | steps/traj | ns per attempt | error | DAE/ODE time "
           "per step |")
     print("|---|---|---|---|---|---|---|---|")
+    shoal_rows = []
     for method in args.methods.split(","):
         for rtol in (float(r) for r in args.rtols.split(",")):
             if method == "rosenbrock23" and rtol < 1e-6:
@@ -83,6 +103,35 @@ def main():
                 print(f"| {method} | {rtol:.0e} | {form} | {_common.fmt_time(seconds)} | "
                       f"{float(np.mean(accepted)):.0f} | {1e9 * per_step[form]:.0f} | "
                       f"{error:.1e} | {ratio} |")
+                if method == "rodas5p" and form == "DAE":
+                    shoal_rows.append((rtol, seconds, error))
+    with tempfile.TemporaryDirectory(prefix="shoal-ida-") as tmp:
+        exe, note = rob.build_cvode(Path(tmp), ida=True)
+        if exe is None:
+            print(f"\nIDA: skipped ({note})")
+            return
+        peer_k1 = np.asarray(rob.k1_values(args.peer_n))
+        peer_checked = _common.subsample(args.peer_n, args.ref)
+        peer_refs = np.stack([rob.reference(float(peer_k1[i])) for i in peer_checked])
+        rtols = sorted({r for r, _, _ in shoal_rows} | {r / 100 for r, _, _ in shoal_rows})
+        peer = ida_rows(exe, peer_k1, peer_checked, peer_refs, rtols, max(1, args.repeats // 2))
+    cores = _common.usable_cpus()
+    scale = args.n / args.peer_n
+    print(f"\nSUNDIALS IDA on the DAE, {args.peer_n} trajectories on one core (times scaled to "
+          f"N = {args.n}); shoal Rodas5P on the DAE with {cores} cores. 'per core': IDA's time "
+          f"over shoal's times {cores}. Matched: the loosest IDA rtol reaching shoal's error.\n")
+    print("| rtol | IDA time, steps/traj, error | shoal Rodas5P time, error | shoal faster, same "
+          "rtol (per core) | at matched error (per core) |")
+    print("|---|---|---|---|---|")
+    for rtol, seconds, error in shoal_rows:
+        same = next(r for r in peer if r[0] == rtol)
+        matched = next((r for r in sorted(peer, key=lambda r: -r[0]) if r[3] <= error), None)
+        ida_s = same[1] * scale
+        matched_text = "not reached" if matched is None else (
+            f"{matched[1] * scale / (seconds * cores):.1f}x (IDA rtol {matched[0]:.0e})")
+        print(f"| {rtol:.0e} | {_common.fmt_time(ida_s)}, {same[2]:.0f}, {same[3]:.1e} | "
+              f"{_common.fmt_time(seconds)}, {error:.1e} | {ida_s / seconds:.1f}x "
+              f"({ida_s / (seconds * cores):.1f}x) | {matched_text} |")
 
 
 if __name__ == "__main__":

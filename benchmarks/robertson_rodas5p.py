@@ -154,8 +154,9 @@ def make_diffrax():
 # -- CVODE -------------------------------------------------------------------------------------
 
 
-def build_cvode(build_dir: Path) -> tuple[Path | None, str]:
-    """Compile the harness; (path, note) or (None, why not)."""
+def build_cvode(build_dir: Path, ida: bool = False) -> tuple[Path | None, str]:
+    """Compile the harness (``ida``: its IDA build, the DAE form); (path, note) or (None, why
+    not)."""
     cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
     if cxx is None:
         return None, "no C++ compiler (g++/c++) found"
@@ -163,9 +164,11 @@ def build_cvode(build_dir: Path) -> tuple[Path | None, str]:
     prefix = os.environ.get("SUNDIALS_DIR")
     if prefix:
         extra = [f"-I{prefix}/include", f"-L{prefix}/lib", f"-Wl,-rpath,{prefix}/lib"]
-    exe = build_dir / "cvode_robertson"
+    exe = build_dir / ("ida_robertson" if ida else "cvode_robertson")
+    if ida:
+        extra.append("-DROBERTSON_IDA")
     base = [
-        "-lsundials_cvode",
+        "-lsundials_ida" if ida else "-lsundials_cvode",
         "-lsundials_nvecserial",
         "-lsundials_sunlinsoldense",
         "-lsundials_sunmatrixdense",
@@ -186,7 +189,8 @@ def build_cvode(build_dir: Path) -> tuple[Path | None, str]:
     )
 
 
-def run_cvode(exe: Path, k1: np.ndarray, repeats: int) -> dict:
+def run_cvode(exe: Path, k1: np.ndarray, repeats: int, rtol: float = RTOL,
+              atol: float = ATOL) -> dict:
     n, n_save = len(k1), len(T_SPAN)
     with tempfile.TemporaryDirectory(prefix="shoal-cvode-") as tmp:
         k1_path, ts_path, out_path = (os.path.join(tmp, x) for x in ("k1.bin", "ts.bin", "o"))
@@ -197,8 +201,8 @@ def run_cvode(exe: Path, k1: np.ndarray, repeats: int) -> dict:
             k1_path,
             ts_path,
             out_path,
-            repr(RTOL),
-            repr(ATOL),
+            repr(rtol),
+            repr(atol),
             repr(FIRST_STEP),
             str(repeats),
         ]
