@@ -21,6 +21,9 @@ as by default.
   first step 1e-6, the integral controller), stiff: the Rosenbrock methods (Tsit5 would need
   ~10⁸ steps); error: the relative error of the saves where |ref| >= 1e-8 against SciPy Radau
   at rtol 1e-12 on --ref members.
+* Robertson as a DAE (``dae_robertson.py``: the third equation replaced by the conservation law
+  y1 + y2 + y3 = 1, ``mass=diag(1, 1, 0)``), the same ensemble, saves and error as Robertson's:
+  the Rosenbrock methods (the explicit ones take no singular mass).
 * Van der Pol, mu = 1000 (``y1'' = mu (1 − y1²) y1' − y1``), y0 = (2, 0), mu spread ±10 %, 11
   saves on [0, 3000] (about 1.5 relaxation periods), stiff: the Rosenbrock methods; error: max
   |y − ref| over each component's largest |ref| (a pointwise relative error near the jumps'
@@ -48,6 +51,7 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
+import dae_robertson as dae  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import lorenz_tsit5 as lor  # noqa: E402
 import numpy as np  # noqa: E402
@@ -147,16 +151,17 @@ def bbn_case(n: int, n_ref: int):
     return run, error
 
 
-def robertson_case(n: int, n_ref: int):
+def robertson_case(n: int, n_ref: int, dae_form: bool = False):
     k1 = rob.k1_values(n)
     subset = _common.subsample(n, n_ref)
     refs = np.stack([rob.reference(float(k1[i])) for i in subset])  # (members, saves, 3)
+    f, form = (dae.robertson_dae, {"mass": dae.MASS}) if dae_form else (rob.robertson, {})
 
     def run(method, rtol):
-        fn = _common.jit_solve(rob.robertson, rob.Y0, rob.T_SPAN,
+        fn = _common.jit_solve(f, rob.Y0, rob.T_SPAN,
                                lambda ys, st: (ys, st["accepted"]), method=method, rtol=rtol,
                                atol=1e-4 * rtol, first_step=rob.FIRST_STEP,
-                               max_steps=rob.MAX_STEPS, **rob.GAINS)
+                               max_steps=rob.MAX_STEPS, **rob.GAINS, **form)
         return lambda: fn(jnp.asarray(k1))
 
     def error(ys):
@@ -196,6 +201,8 @@ def cases(args):
                         *bbn_case(args.bbn_n, args.ref)),
         "robertson": lambda: (f"Robertson N={args.n}", STIFF, (1e-3, 1e-4, 1e-6, 1e-8),
                               *robertson_case(args.n, args.ref)),
+        "robertson_dae": lambda: (f"Robertson DAE N={args.n}", STIFF, (1e-3, 1e-4, 1e-6, 1e-8),
+                                  *robertson_case(args.n, args.ref, dae_form=True)),
         "vdp": lambda: (f"Van der Pol mu=1000 N={args.vdp_n}", STIFF, (1e-3, 1e-4, 1e-6, 1e-8),
                         *van_der_pol_case(args.vdp_n)),
     }
@@ -213,7 +220,7 @@ def main():
     parser.add_argument("--bbn-n", type=int, default=1024, help="rounded down to a square")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--ref", type=int, default=8)
-    parser.add_argument("--problems", default="lorenz,ring,bbn,robertson,vdp")
+    parser.add_argument("--problems", default="lorenz,ring,bbn,robertson,robertson_dae,vdp")
     args = parser.parse_args()
     print("\n".join(_common.header_lines()))
     print(f"{'problem':30} {'rtol':>6} {'method':12} {'median':>10} {'steps':>8} {'error':>9}"
