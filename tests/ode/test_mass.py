@@ -255,3 +255,24 @@ def test_the_adjoint_matches_forward_sensitivities_on_the_same_steps(method):
     adjoint = jax.grad(loss, argnums=(0, 1))(K, y0, True)
     for a, f in zip(adjoint, forward, strict=True):
         np.testing.assert_allclose(a, f, rtol=1e-9, atol=1e-14)
+
+
+def test_events_doses_and_save_fn_work_on_a_dae_as_on_the_ode_form():
+    # A terminal event (y1 falls to 0.6), a dose of y1 at a stop (a jump that keeps the
+    # conservation law: the amount moves from y3 to y1) and a save function.
+    ts = jnp.array([0.0, 1.0, 5.0, 1e3])
+
+    def dose(y, t, k):
+        return y + jnp.array([0.2, 0.0, -0.2])
+
+    common = dict(tstops=jnp.array([2.0]), jump_fn=dose, rtol=1e-10, atol=1e-14,
+                  event=ode.Event(lambda y, t, k: y[0] - 0.6, terminal=True),
+                  save_fn=lambda y, t, k: jnp.stack([y[0], y[0] + y[1] + y[2]]),
+                  return_stats=True)
+    y0 = jnp.array([1.0, 0.0, 0.0])
+    dae, dae_stats = ode.solve(robertson_dae, y0, ts, K, mass=DAE_MASS, **common)
+    ref, ref_stats = ode.solve(robertson_ode, y0, ts, K, **common)
+    assert int(dae_stats["status"][0]) == int(ref_stats["status"][0]) == ode.Status.EVENT
+    np.testing.assert_allclose(dae_stats["event_time"], ref_stats["event_time"], rtol=1e-8)
+    np.testing.assert_allclose(dae, ref, rtol=1e-8, equal_nan=True)
+    np.testing.assert_allclose(dae[0, :3, 1], 1.0, atol=1e-13)
