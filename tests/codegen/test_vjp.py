@@ -61,6 +61,11 @@ CASES = {
                            2, 2001),
     "network": (lambda y, t, p: p[48:80].reshape(2, 16) @ jnp.tanh(
         p[:32].reshape(16, 2) @ y + p[32:48]), 2, 80),
+    # Two hidden layers of 32, the middle one as h @ W (the weight on the right): its cotangent
+    # is an outer product of two loop results, written by one loop nest (contractions._dot_block).
+    "deep network": (lambda y, t, p: p[1120:1184].reshape(2, 32) @ jnp.tanh(
+        jnp.tanh(p[:64].reshape(32, 2) @ y) @ p[64:1088].reshape(32, 32) / 8.0
+        + p[1088:1120]), 2, 1184),
     # Table reads whose cotangents move before they are summed (scattered.py): an offset slice,
     # a reversed table (a table of destinations), a 2-D table read at two computed indices.
     "reads through movements": (lambda y, t, p: jnp.array([
@@ -106,6 +111,13 @@ def test_products_match_jax(name, t):
     want = np.concatenate([np.asarray(x) for x in pull(jnp.array(w))])
     got = _call(lib.second, y, t, np.concatenate([p, v, [tau], w]), n, n + n_params)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.max(np.abs(want)))
+
+
+def test_a_weights_cotangent_is_one_loop_nest():
+    f, n, n_params = CASES["deep network"]
+    model, _ = generate(f, n, n_params, np.float64, (ModelFunction("vjp", f),))
+    body = model.source[model.source.index("static void vjp"):]
+    assert body.count("for (int j = 0; j < 32; ++j)") == 1, body
 
 
 def test_a_tables_vjp_does_not_grow_with_the_table():

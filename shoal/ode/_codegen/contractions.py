@@ -192,6 +192,20 @@ def _dot_block(em, L, R, block_is_lhs, block, ldt, rdt, out_dtype, out_shape) ->
     def factors(weight: str, operand: str) -> str:
         return f"{weight} * {operand}" if block_is_lhs else f"{operand} * {weight}"
 
+    if nc == 1 and em.indexed_writes:
+        # An outer product (a weight's cotangent in a vjp, which runs on the scalar path only:
+        # lane_arithmetic reads one loop index per loop): each entry is one product, so one loop
+        # nest writes the result row by row, contiguously, instead of a loop per column.
+        for b in range(nb):
+            weight = f"{array}[{base + b * s_batch} + i * {s_row}]"
+            em.lines += [
+                f"for (int i = 0; i < {nk}; ++i) {{",
+                f"  for (int j = 0; j < {nv}; ++j) {res}[{b * nk * nv} + i * {nv} + j] = "
+                f"{factors(weight, f'{vec}[{b * nv} + j]')};",
+                "}",
+            ]
+        return _product(em, res, (nb, nk, nv), block_is_lhs, out_dtype, out_shape)
+
     # Rows go in blocks of ROW_BLOCK, each row's sum in a variable of its own: independent
     # chains of additions, which a core overlaps, where one row at a time waits for each addition
     # to finish. Each sum keeps its order. (Subscripts stay in the forms lane_arithmetic reads.)
