@@ -294,3 +294,19 @@ def test_events_doses_and_save_fn_work_on_a_dae_as_on_the_ode_form():
     np.testing.assert_allclose(dae_stats["event_time"], ref_stats["event_time"], rtol=1e-8)
     np.testing.assert_allclose(dae, ref, rtol=1e-8, equal_nan=True)
     np.testing.assert_allclose(dae[0, :3, 1], 1.0, atol=1e-13)
+
+
+def test_steady_state_of_a_dae_and_its_derivative():
+    # A + B <-> C with A + C = 1 as the algebraic equation and B fed towards 1: at steady state
+    # B = 1, A = k2 / (k1 + k2), so dA/dk1 = −k2 / (k1 + k2)².
+    def f(y, t, p):
+        a, b, c = y
+        r = p[0] * a * b - p[1] * c
+        return jnp.stack([-r, -r + p[2] * (1.0 - b), a + c - 1.0])
+
+    y0, p = jnp.array([1.0, 0.5, 0.0]), jnp.array([2.0, 1.0, 0.5])
+    ys = ode.steady_state(f, y0, p, mass=DAE_MASS)
+    np.testing.assert_allclose(ys[0], [1.0 / 3.0, 1.0, 2.0 / 3.0], rtol=1e-9)
+    jac = jax.jacfwd(lambda p: ode.steady_state(f, y0, p, mass=DAE_MASS)[0, 0])(p)
+    np.testing.assert_allclose(jac[:2], [-1.0 / 9.0, 2.0 / 9.0], rtol=1e-7)
+    assert abs(float(jac[2])) < 1e-12
