@@ -310,3 +310,15 @@ def test_steady_state_of_a_dae_and_its_derivative():
     jac = jax.jacfwd(lambda p: ode.steady_state(f, y0, p, mass=DAE_MASS)[0, 0])(p)
     np.testing.assert_allclose(jac[:2], [-1.0 / 9.0, 2.0 / 9.0], rtol=1e-7)
     assert abs(float(jac[2])) < 1e-12
+
+
+def test_error_weights_can_leave_the_algebraic_component_out_of_step_control():
+    ts = jnp.asarray(ROBERTSON_TS)
+    y0 = jnp.array([1.0, 0.0, 0.0])
+    common = dict(mass=DAE_MASS, rtol=1e-10, atol=1e-14, return_stats=True)
+    ys, stats = ode.solve(robertson_dae, y0, ts, K, error_weights=jnp.array([1.0, 1.0, 0.0]),
+                          **common)
+    _, all_stats = ode.solve(robertson_dae, y0, ts, K, **common)
+    assert int(stats["accepted"][0]) < int(all_stats["accepted"][0])
+    scale = np.array([1.0, 4e-5, 1.0])
+    assert np.max(np.abs(np.asarray(ys[0]) - _robertson_radau()) / scale) < 1e-8
