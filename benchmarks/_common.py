@@ -132,6 +132,22 @@ def time_calls(fn, repeats: int) -> list[float]:
     return times
 
 
+def best_of(fn, repeats: int = 3):
+    """(best warm seconds, output, first call's seconds) of ``fn()``, each call blocked until its
+    JAX result is ready."""
+    import jax
+
+    t0 = time.perf_counter()
+    out = jax.block_until_ready(fn())
+    first = time.perf_counter() - t0
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn())
+        best = min(best, time.perf_counter() - t0)
+    return best, out, first
+
+
 def median(xs) -> float:
     return float(statistics.median(xs))
 

@@ -29,30 +29,17 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
-import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _common import header_lines
+from _common import best_of, header_lines
 from neural_ode import field, make_params
 
 from shoal.ode import solve
 
 jax.config.update("jax_enable_x64", True)
 
-
-def timed(fn, repeats):
-    """(best warm seconds, output, first call's seconds)."""
-    t0 = time.perf_counter()
-    out = jax.block_until_ready(fn())
-    first = time.perf_counter() - t0
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn())
-        best = min(best, time.perf_counter() - t0)
-    return best, out, first
 
 
 def relative_error(got, want):
@@ -82,15 +69,15 @@ def table_case(args):
     value = jax.jit(lambda tb: loss(tb, rtol, True))
     vg = jax.jit(jax.value_and_grad(lambda tb: loss(tb, rtol, True)))
     reference = jax.jit(jax.grad(lambda tb: loss(tb, 1e-11, True)))(table)
-    t_value, _, first_value = timed(lambda: value(table), args.repeats)
-    t_grad, (_, g), first_grad = timed(lambda: vg(table), args.repeats)
+    t_value, _, first_value = best_of(lambda: value(table), args.repeats)
+    t_grad, (_, g), first_grad = best_of(lambda: vg(table), args.repeats)
     print(f"table (2 000 shared entries, N = 64, rtol {rtol:g})")
     print(f"  value                 {1e3 * t_value:9.2f} ms   first call {first_value:6.2f} s")
     print(f"  value_and_grad adjoint {1e3 * t_grad:8.2f} ms   first call {first_grad:6.2f} s   "
           f"{t_grad / t_value:5.2f}x the value   gradient error {relative_error(g, reference):.1e}")
     if args.forward:
         fwd = jax.jit(jax.value_and_grad(lambda tb: loss(tb, rtol, False)))
-        t_fwd, (_, g_fwd), first_fwd = timed(lambda: fwd(table), 1)
+        t_fwd, (_, g_fwd), first_fwd = best_of(lambda: fwd(table), 1)
         print(f"  value_and_grad forward {1e3 * t_fwd:8.1f} ms   first call {first_fwd:6.2f} s   "
               f"{t_fwd / t_grad:5.1f}x the adjoint   gradient error "
               f"{relative_error(g_fwd, reference):.1e}")
@@ -116,12 +103,12 @@ def crossover_case(args):
                        adjoint=adjoint)
             return jnp.sum(ys ** 2)
 
-        t_value, _, _ = timed(jax.jit(lambda p=p, loss=loss: loss(p, False)), args.repeats)
+        t_value, _, _ = best_of(jax.jit(lambda p=p, loss=loss: loss(p, False)), args.repeats)
         times = []
         for adjoint in (True, False):
             fn = jax.jit(jax.value_and_grad(lambda p, adjoint=adjoint, loss=loss:
                                             loss(p, adjoint)))
-            times.append(timed(lambda fn=fn, p=p: fn(p), args.repeats)[0])
+            times.append(best_of(lambda fn=fn, p=p: fn(p), args.repeats)[0])
         print(f"  {m:>4} {1e3 * t_value:9.2f} {1e3 * times[0]:9.2f} {1e3 * times[1]:9.2f} "
               f"{times[1] / times[0]:16.2f}")
 
@@ -163,13 +150,13 @@ def stiff_case(args):
             return jnp.sum(ys[:, 1:, :5])
 
         reference = jax.jit(jax.grad(lambda k, loss=loss: loss(k, True, 1e-11)))(rates)
-        t_value, _, _ = timed(jax.jit(lambda loss=loss, k=rates: loss(k, False, 1e-8)),
+        t_value, _, _ = best_of(jax.jit(lambda loss=loss, k=rates: loss(k, False, 1e-8)),
                               args.repeats)
         cells = []
         for adjoint in (True, False):
             fn = jax.jit(jax.value_and_grad(lambda k, adjoint=adjoint, loss=loss:
                                             loss(k, adjoint, 1e-8)))
-            t, (_, g), _ = timed(lambda fn=fn, k=rates: fn(k), args.repeats)
+            t, (_, g), _ = best_of(lambda fn=fn, k=rates: fn(k), args.repeats)
             cells.append((t, relative_error(g, reference)))
         print(f"  {m:>4} {1e3 * t_value:9.1f} "
               + " ".join(f"{1e3 * t:10.1f} ({e:.0e})" for t, e in cells)
@@ -203,11 +190,11 @@ def neural_case(args):
     print(f"neural ODE (MLP 2-64-64-2 tanh, 4 480 shared weights, N = {n}, 20 saves, "
           f"rtol {rtol:g}, atol {1e-2 * rtol:g}); reference gradients at rtol 1e-11 agree to "
           f"{relative_error(check, reference):.1e}")
-    t_value, _, first_value = timed(jax.jit(lambda: ours(params, rtol)), args.repeats)
+    t_value, _, first_value = best_of(jax.jit(lambda: ours(params, rtol)), args.repeats)
     ours_vg = jax.jit(jax.value_and_grad(lambda p: ours(p, rtol)))
-    t_grad, (_, g), first_grad = timed(lambda: ours_vg(params), args.repeats)
+    t_grad, (_, g), first_grad = best_of(lambda: ours_vg(params), args.repeats)
     peer_vg = jax.jit(jax.value_and_grad(lambda p: peer(p, rtol)))
-    t_peer, (_, g_peer), first_peer = timed(lambda: peer_vg(params), args.repeats)
+    t_peer, (_, g_peer), first_peer = best_of(lambda: peer_vg(params), args.repeats)
     print(f"  shoal value                  {1e3 * t_value:9.1f} ms   "
           f"first call {first_value:6.2f} s")
     print(f"  shoal value_and_grad adjoint {1e3 * t_grad:9.1f} ms   first call {first_grad:6.2f} s"

@@ -13,12 +13,11 @@ change) for the "before" column: there the default for these models was the scal
 from __future__ import annotations
 
 import argparse
-import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _common import header_lines
+from _common import best_of, header_lines
 
 from shoal.ode import solve
 
@@ -64,16 +63,6 @@ def problems(n: int):
     ]
 
 
-def best_of(run, repeats=3):
-    out = run()
-    jax.block_until_ready(out)
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(run())
-        best = min(best, time.perf_counter() - t0)
-    return best, np.asarray(out)
-
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -90,7 +79,8 @@ def main():
             for lanes in (1, 0):
                 run = jax.jit(lambda p, f=f, y0=y0, ts=ts, method=method, lanes=lanes: solve(
                     f, y0, ts, p, method=method, rtol=1e-8, atol=1e-10, lanes=lanes))
-                times[lanes], outs[lanes] = best_of(lambda run=run, p=p: run(p))
+                times[lanes], out, _ = best_of(lambda run=run, p=p: run(p))
+                outs[lanes] = np.asarray(out)
         except Exception as e:  # noqa: BLE001  (a function this checkout cannot compile)
             print(f"{name:<22} {method:<8} failed: {type(e).__name__}: {str(e)[:120]}")
             continue

@@ -15,13 +15,12 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
-import time
 
 import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _common import header_lines
+from _common import best_of, header_lines
 
 from shoal.ode import solve
 
@@ -42,18 +41,6 @@ def field(y, t, p):
     h = jnp.tanh(p["w2"] @ h + p["b2"])
     return p["w3"] @ h
 
-
-def best_of(fn, repeats=3):
-    """(best warm time, output, first call's time)."""
-    t0 = time.perf_counter()
-    out = jax.block_until_ready(fn())
-    first = time.perf_counter() - t0
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn())
-        best = min(best, time.perf_counter() - t0)
-    return best, np.asarray(out), first
 
 
 def main():

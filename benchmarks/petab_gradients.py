@@ -16,27 +16,17 @@ each gradient's largest error relative to its largest entry against the adjoint'
 from __future__ import annotations
 
 import argparse
-import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _common import header_lines
+from _common import best_of, header_lines
 from petab_like import N_SAVES, T_END, T_SWITCH, jax_rhs, network
 
 from shoal.ode import solve
 
 jax.config.update("jax_enable_x64", True)
 
-
-def best_of(fn, repeats=3):
-    jax.block_until_ready(fn())
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn())
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def main():
@@ -65,11 +55,11 @@ def main():
             return jnp.sum(jnp.log(ys[:, 1:] + 1e-3))
 
         reference = jax.jit(jax.grad(lambda p, loss=loss: loss(p, True, 1e-11)))(P)
-        t_value = best_of(jax.jit(lambda loss=loss, P=P: loss(P, False)))
+        t_value = best_of(jax.jit(lambda loss=loss, P=P: loss(P, False)))[0]
         row = f"{n:>6} {len(names):>4} {1e3 * t_value:8.1f}ms"
         for adjoint in (False, True):
             grad = jax.jit(jax.value_and_grad(lambda p, a=adjoint, loss=loss: loss(p, a)))
-            t_grad = best_of(lambda grad=grad, P=P: grad(P))
+            t_grad = best_of(lambda grad=grad, P=P: grad(P))[0]
             g = grad(P)[1]
             error = float(jnp.max(jnp.abs(g - reference)) / jnp.max(jnp.abs(reference)))
             row += f" {1e3 * t_grad:8.1f}ms {t_grad / t_value:6.1f}x {error:8.1e}"

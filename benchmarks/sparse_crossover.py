@@ -13,12 +13,11 @@ L + U after ordering) and what the default (``sparsity=None``) picks.
 from __future__ import annotations
 
 import argparse
-import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _common import header_lines
+from _common import best_of, header_lines
 
 from shoal.ode import solve
 from shoal.ode._model import default_sparsity_choice, detect_pattern
@@ -56,15 +55,6 @@ def network(n: int, seed: int = 0):
     return f, rates
 
 
-def best_of(fn, repeats=3):
-    jax.block_until_ready(fn())
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn())
-        best = min(best, time.perf_counter() - t0)
-    return best
-
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -86,7 +76,7 @@ def main():
         for sparsity in ("dense", "auto"):
             run = jax.jit(lambda p, sparsity=sparsity, f=f, y0=y0: solve(
                 f, y0, ts, p, method="rodas5p", rtol=1e-8, atol=1e-10, sparsity=sparsity))
-            times[sparsity] = best_of(lambda run=run, p=p: run(p))
+            times[sparsity] = best_of(lambda run=run, p=p: run(p))[0]
         pick = "sparse" if default_sparsity_choice(pattern) else "dense"
         print(f"{n:3d} {int(pattern.sum()):6d} {s.n_colours:7d} {s.nnz:7d} "
               f"{1e3 * times['dense']:9.1f} {1e3 * times['auto']:9.1f} "
