@@ -110,7 +110,7 @@ def option(value) -> MassMatrix | None:
 
 
 def dae_init_option(value) -> str:
-    if value not in ("check", "solve"):
+    if not isinstance(value, str) or value not in ("check", "solve"):
         raise ValueError(f"dae_init must be 'check' or 'solve'; got {value!r}")
     return value
 

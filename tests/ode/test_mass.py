@@ -248,6 +248,8 @@ def test_bad_mass_arguments_are_refused_clearly():
         ode.solve(robertson_ode, y0, ts, K, mass=2 * np.eye(3), method="vern7")
     with pytest.raises(ValueError, match="dae_init must be"):
         ode.solve(robertson_dae, y0, ts, K, mass=DAE_MASS, dae_init="fix")
+    with pytest.raises(ValueError, match="dae_init must be"):
+        ode.solve(robertson_dae, y0, ts, K, mass=DAE_MASS, dae_init=np.array(["check", "solve"]))
     with pytest.raises(NotImplementedError, match="t_span"):
         jax.grad(lambda t: ode.solve(robertson_dae, y0, jnp.stack([0.0, t]), K,
                                      mass=DAE_MASS)[0, -1, 0])(1.0)
