@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 from jax.custom_derivatives import SymbolicZero
 
-from shoal.ode import _adjoint, _codegen, _primitive, _times
+from shoal.ode import _adjoint, _codegen, _mass, _primitive, _times
 from shoal.ode._build import ModelBuild
 from shoal.ode._directional import directional, unit_fits, unit_sensitivities, widths_of
 from shoal.ode._events import event_tangents
@@ -105,15 +105,17 @@ def _solve_ensemble_jvp(problem: EnsembleProblem, primals, tangents):
             "jax.lax.stop_gradient")
     n_traj = y0.shape[0]
     timed = not isinstance(dt_span, SymbolicZero)
-    if problem.options.mass is not None and (timed or problem.model.has_event):
+    if problem.options.mass is not None and timed and problem.model.saved_shape is not None:
         raise NotImplementedError(
-            "differentiating shoal.ode.solve with a mass matrix with respect to "
-            f"{'t_span' if timed else 'anything, with an event'} is not supported: the rule "
-            "needs dy/dt, which M y' = f does not give where M is singular. Differentiate with "
-            "respect to y0 and params only (t_span through jax.lax.stop_gradient), without an "
-            "event")
+            "differentiating shoal.ode.solve with a mass matrix and a save_fn with respect to "
+            "t_span is not supported (the saves' rates would need dy/dt of the DAE inside the "
+            "kernel); pass t_span through jax.lax.stop_gradient, or save the state and apply "
+            "the save function in JAX")
+    def rate():  # dy/dt along the solution, for the rules of times and events (traced on use)
+        return _mass.rate_function(problem.functions.pure("rhs"), problem.options.mass)
+
     if timed:
-        rhs = problem.functions.pure("rhs")
+        rhs = rate()
         p_full = _times.parameters(params, shared, n_traj)
         shift = _times.start_tangent(rhs, y0, t_span, p_full, dt_span)
         dy0 = shift if isinstance(dy0, SymbolicZero) else dy0 + shift
@@ -141,7 +143,7 @@ def _solve_ensemble_jvp(problem: EnsembleProblem, primals, tangents):
             tangents[4:] = event_tangents(
                 problem.functions, event_time, out[5], jnp.einsum("nci,nc->ni", S_event, dtheta),
                 _times.parameters(params, shared, n_traj),
-                _parameter_tangents(dparams, dshared, params, shared, n_traj))
+                _parameter_tangents(dparams, dshared, params, shared, n_traj), rate())
     else:
         out = problem.run(*primals, progress=progress)
 
@@ -159,10 +161,10 @@ def _solve_ensemble_jvp(problem: EnsembleProblem, primals, tangents):
             tangents[4:] = event_tangents(
                 problem.functions, out[4], out[5], flat[:, saves:],
                 _times.parameters(params, shared, n_traj),
-                _parameter_tangents(dparams, dshared, params, shared, n_traj))
+                _parameter_tangents(dparams, dshared, params, shared, n_traj), rate())
     if timed and problem.model.saved_shape is None:
         tangents[0] = tangents[0] + _times.save_tangent(
-            problem.functions.pure("rhs"), out[0], t_span,
+            rate(), out[0], t_span,
             _times.parameters(params, shared, n_traj), dt_span)
     elif timed:  # the saves record save_fn: its rate along the solution, from one more solve
         tangents[0] = tangents[0] + _times.save_rates(problem, primals) * _times.rows(

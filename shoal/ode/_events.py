@@ -15,10 +15,11 @@ import jax
 import jax.numpy as jnp
 
 
-def event_tangents(functions, event_time, y_star, dy_fixed, p, dp):
+def event_tangents(functions, event_time, y_star, dy_fixed, p, dp, rate=None):
     """(dt* (N, 1), dy* (N, n)) from event_time (N, 1), y* (N, n), S dθ at t* (N, n), the
-    trajectories' full parameters p (N, n_params) and their tangents dp."""
-    f, g = functions.pure("rhs"), functions.pure("event")
+    trajectories' full parameters p (N, n_params) and their tangents dp. ``rate``: dy/dt(y, t,
+    p), where it is not f (a mass matrix: _mass.rate_function)."""
+    f, g = rate or functions.pure("rhs"), functions.pure("event")
     t = event_time[:, 0]
     found = jnp.isfinite(t)
     t = jnp.where(found, t, 0.0)

@@ -224,3 +224,29 @@ def mark_failed(ys, status, failed):
 
     ys = jnp.where(failed.reshape((-1,) + (1,) * (ys.ndim - 1)), jnp.nan, ys)
     return ys, jnp.where(failed, jnp.int32(Status.INVALID_INPUT), status)
+
+
+def rate_function(rhs, mass: MassMatrix | None):
+    """dy/dt(y, t, p) along a solution: f itself without a mass matrix, ``M⁻¹ f`` with an
+    invertible one, and for an index-1 DAE the solution of
+        Uᵀ M y' = Uᵀ f,   Nᵀ (J y' + ∂f/∂t) = 0
+    (U: a basis of M's range; the second block is the algebraic equations differentiated along
+    the solution). The rules for save times, the start time and event times use it."""
+    if mass is None:
+        return rhs
+    m = mass.matrix
+    u, _, _ = np.linalg.svd(m)
+    range_basis, left = u[:, :mass.rank], mass.left_null
+
+    def rate(y, t, p):
+        f = rhs(y, t, p)
+        if not mass.singular:
+            return jnp.linalg.solve(jnp.asarray(m, f.dtype), f)
+        jac, f_t = jax.jacfwd(rhs, argnums=(0, 1))(y, t, p)
+        rows = jnp.concatenate([jnp.asarray(range_basis.T @ m, f.dtype),
+                                jnp.asarray(left.T, f.dtype) @ jac])
+        rhs_of = jnp.concatenate([jnp.asarray(range_basis.T, f.dtype) @ f,
+                                  -jnp.asarray(left.T, f.dtype) @ f_t])
+        return jnp.linalg.solve(rows, rhs_of)
+
+    return rate

@@ -363,9 +363,10 @@ class SolveOptions:
         "pattern); every component, algebraic ones included, is in the error norm "
         "(``error_weights`` 0 leaves one out). y0 must "
         "satisfy the algebraic equations (see ``dae_init``). Forward sensitivities (jvp, grad, "
-        "jacfwd) solve ``M S' = J S + f_p``; ``adjoint=True`` transposes the steps with ``Mᵀ``. "
-        "Not supported with a mass matrix: the explicit methods, and derivatives with respect "
-        "to t_span or an event's time.")
+        "jacfwd) solve ``M S' = J S + f_p``; ``adjoint=True`` transposes the steps with ``Mᵀ``; "
+        "save, start and event times take dy/dt from M y' = f and the algebraic equations "
+        "differentiated. Not supported with a mass matrix: the explicit methods, and a "
+        "derivative with respect to t_span together with a save_fn.")
     dae_init: str = _option(
         "check", _mass.dae_init_option,
         "With a singular ``mass``: ``\"check\"`` (default) requires y0 to satisfy the algebraic "

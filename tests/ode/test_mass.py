@@ -251,8 +251,8 @@ def test_bad_mass_arguments_are_refused_clearly():
     with pytest.raises(ValueError, match="dae_init must be"):
         ode.solve(robertson_dae, y0, ts, K, mass=DAE_MASS, dae_init=np.array(["check", "solve"]))
     with pytest.raises(NotImplementedError, match="t_span"):
-        jax.grad(lambda t: ode.solve(robertson_dae, y0, jnp.stack([0.0, t]), K,
-                                     mass=DAE_MASS)[0, -1, 0])(1.0)
+        jax.grad(lambda t: ode.solve(robertson_dae, y0, jnp.stack([0.0, t]), K, mass=DAE_MASS,
+                                     save_fn=lambda y, t, k: y * 2.0)[0, -1, 0])(1.0)
     with pytest.raises(TypeError, match="constant matrix"):
         jax.jit(lambda m: ode.solve(robertson_dae, y0, ts, K, mass=m))(jnp.asarray(DAE_MASS))
 
@@ -347,3 +347,35 @@ def test_the_akzo_nobel_problem_matches_the_published_reference():
     ys = ode.solve(f, y0, jnp.array([0.0, 180.0]), mass=np.diag([1.0, 1, 1, 1, 1, 0]),
                    rtol=1e-10, atol=1e-14)
     np.testing.assert_allclose(ys[0, -1], reference, rtol=1e-10)
+
+
+def test_save_and_start_times_and_event_times_differentiate_as_on_the_ode_form():
+    # dy/dt of the DAE (_mass.rate_function): the differential rows from M y' = f, the algebraic
+    # ones from the algebraic equation differentiated along the solution.
+    y0 = jnp.array([1.0, 0.0, 0.0])
+    common = dict(rtol=1e-10, atol=1e-14)
+
+    def saves(f, mass):
+        return lambda ts: ode.solve(f, y0, ts, K, mass=mass, **common)[0]
+
+    ts = jnp.array([0.5, 3.0, 40.0])
+    dae = jax.jacfwd(saves(robertson_dae, DAE_MASS))(ts)
+    ref = jax.jacfwd(saves(robertson_ode, None))(ts)
+    # (y2's rate is a difference of terms 1e5 times larger: the two solutions' 1e-10 differences
+    # show at ~1e-11 absolute there.)
+    np.testing.assert_allclose(dae, ref, rtol=1e-6, atol=1e-10)
+    # A time where y3 is still moving fast: its rate comes from y1 + y2 + y3 = 1 differentiated.
+    assert abs(float(dae[1, 2, 1])) > 1e-4
+
+    event = ode.Event(lambda y, t, k: y[0] - 0.8)  # near t = 15
+
+    def event_time(f, mass):
+        return lambda k: ode.solve(f, y0, jnp.array([0.0, 50.0]), k, mass=mass, event=event,
+                                   return_stats=True, **common)[1]["event_time"][0]
+
+    assert 10.0 < float(event_time(robertson_dae, DAE_MASS)(K)) < 20.0
+    got = jax.jacfwd(event_time(robertson_dae, DAE_MASS))(K)
+    want = jax.jacfwd(event_time(robertson_ode, None))(K)
+    assert float(got[0]) < 0.0  # a faster first reaction reaches 0.8 sooner
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-14)
+    np.testing.assert_allclose(jax.grad(event_time(robertson_dae, DAE_MASS))(K), got, rtol=1e-9)
