@@ -379,3 +379,19 @@ def test_save_and_start_times_and_event_times_differentiate_as_on_the_ode_form()
     assert float(got[0]) < 0.0  # a faster first reaction reaches 0.8 sooner
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-14)
     np.testing.assert_allclose(jax.grad(event_time(robertson_dae, DAE_MASS))(K), got, rtol=1e-9)
+
+
+def test_float32_and_a_dae_init_solve_without_a_root():
+    ts = jnp.asarray(ROBERTSON_TS[:5], jnp.float32)
+    ys = ode.solve(robertson_dae, jnp.array([1.0, 0.0, 0.0], jnp.float32), ts,
+                   K.astype(jnp.float32), mass=DAE_MASS, rtol=1e-5, atol=1e-9)
+    assert ys.dtype == jnp.float32
+    scale = np.array([1.0, 4e-5, 1.0])
+    assert np.max(np.abs(np.asarray(ys[0], np.float64) - _robertson_radau()[:5]) / scale) < 1e-3
+
+    def no_root(y, t, p):  # 0 = y2² + 1 has no real solution
+        return jnp.stack([-y[0], y[1] ** 2 + 1.0])
+
+    with pytest.raises(ValueError, match="did not converge"):
+        ode.solve(no_root, jnp.array([1.0, 0.0]), jnp.array([0.0, 1.0]),
+                  mass=np.diag([1.0, 0.0]), dae_init="solve")
