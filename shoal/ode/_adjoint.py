@@ -15,6 +15,7 @@ sensitivity column per entry (``chosen`` says when).
 from __future__ import annotations
 
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -82,6 +83,7 @@ batching.primitive_batchers[adjoint_p] = _batch
 
 
 def _lower_cpu(ctx, *args, build: _build.ModelBuild, options: SolveOptions):
+    build = _build.for_ensemble(build, math.prod(ctx.avals_in[0].shape[:-1]))
     return jax.ffi.ffi_lowering(TARGET_CPU)(
         ctx, *args, model=_build.host_library(build), entry=build.variant.entry,
         options=options.kernel_attributes())
@@ -117,7 +119,10 @@ def adjoint_cotangents(problem, primals, ct):
     # The dense LU also where the primal solve is sparse (no transposed sparse solve yet): the
     # recorded steps may then differ from the primal's at rounding level.
     lu = o.lu_precision if o.method.rosenbrock else LuPrecision.FP64
-    build = ModelBuild(problem.model, Variant(o.method, lu, adjoint=True, mass=o.mass))
+    # lanes=0 is resolved at lowering (_build.for_ensemble): the forward solve in the SIMD lanes
+    # where the plain solve would run there (adjoint_lanes.hpp), the backward sweeps one by one.
+    build = ModelBuild(problem.model, Variant(o.method, lu, lanes=o.lanes, adjoint=True,
+                                              mass=o.mass))
     progress = np.full((1,), -1, np.int32)
     out = adjoint_p.bind(*tiled[:5], atol, *tiled[5:], progress,
                          ct.reshape(d * n_traj, -1).astype(y0.dtype), build=build, options=o)

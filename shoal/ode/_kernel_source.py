@@ -30,7 +30,8 @@ class Variant:
     pattern replaces Rodas5P's dense LU by the sparse direct solver compiled for it. lanes: on
     the CPU, the SIMD lanes per worker (lanes_ensemble.hpp; 0: the host's vector width, 1: the
     scalar path); the GPU ignores it. adjoint: the entry is the discrete adjoint of the solve
-    (adjoint.hpp; host only, scalar path, dense LU, a model with its vjps). mass: a Rosenbrock
+    (adjoint.hpp; host only, dense LU, a model with its vjps; with lanes its forward solve runs
+    in them, adjoint_lanes.hpp). mass: a Rosenbrock
     method's constant mass matrix (M y' = f; mass.hpp).
     """
 
@@ -180,16 +181,8 @@ def library_source(model: _codegen.GeneratedModel, variant: Variant,
         raise ValueError(f"no shoal ODE backend for platform {platform!r}")
     solver = f"shoal::ode::solve_range<{stepper_type}, ShoalSolvedModel, {ctype}>"
     lane_exports = []
-    if variant.adjoint:
-        if variant.lanes != 1 or variant.joint or variant.sparse:
-            raise ValueError(f"no adjoint entry for {variant}")
-        header, step = (("explicit_rk_adjoint.hpp", "ExplicitStepAdjoint")
-                        if variant.method.explicit else
-                        ("rosenbrock_adjoint.hpp", "RosenbrockStepAdjoint"))
-        lines.append(f'#include "shoal/ode/{header}"')
-        solver = (f"shoal::ode::adjoint_range<{stepper_type}, shoal::ode::{step}, "
-                  f"ShoalSolvedModel, {ctype}>")
-    elif variant.lanes != 1:
+    lanes_stepper = None
+    if variant.lanes != 1:
         width = str(variant.lanes) if variant.lanes else f"shoal::simd::native_lanes<{ctype}>()"
         lane_lines, lanes_stepper, _ = _stepper_source(variant, "ShoalLanes")
         lines += ['#include "shoal/ode/lanes_ensemble.hpp"',
@@ -198,6 +191,20 @@ def library_source(model: _codegen.GeneratedModel, variant: Variant,
                     if not (line.startswith("#include") and line in lines))]
         solver = (f"shoal::ode::solve_range_lanes<{stepper_type}, {lanes_stepper}, "
                   f"ShoalSolvedModel, {ctype}, ShoalLanes>")
+    if variant.adjoint:
+        if variant.joint or variant.sparse:
+            raise ValueError(f"no adjoint entry for {variant}")
+        header, step = (("explicit_rk_adjoint.hpp", "ExplicitStepAdjoint")
+                        if variant.method.explicit else
+                        ("rosenbrock_adjoint.hpp", "RosenbrockStepAdjoint"))
+        lines.append(f'#include "shoal/ode/{header}"')
+        solver = (f"shoal::ode::adjoint_range<{stepper_type}, shoal::ode::{step}, "
+                  f"ShoalSolvedModel, {ctype}>")
+        if lanes_stepper is not None:  # the forward solve in the lanes (adjoint_lanes.hpp)
+            lines.append('#include "shoal/ode/adjoint_lanes.hpp"')
+            solver = (f"shoal::ode::adjoint_range_lanes<{stepper_type}, {lanes_stepper}, "
+                      f"shoal::ode::{step}, ShoalSolvedModel, {ctype}, ShoalLanes>")
+    elif lanes_stepper is not None:
         lane_exports = [
             "// {lanes, vector step attempts, lane step attempts} so far (lanes_ensemble.hpp).",
             "SHOAL_EXPORT void shoal_lane_counts(int64_t* out) {",

@@ -505,3 +505,49 @@ def test_grad_jacrev_and_jacfwd_agree_on_both_sides_of_the_auto_threshold(entrie
         for r, fw, g in zip(reverse, forward, grad, strict=True):
             np.testing.assert_allclose(r, fw, rtol=1e-10, atol=1e-13)
             np.testing.assert_allclose(g, jnp.sum(fw, axis=0), rtol=1e-10, atol=1e-13)
+
+
+@pytest.mark.parametrize("method", ("tsit5", "vern7", "rodas5p"))
+def test_the_forward_solve_in_the_lanes_gives_the_scalar_paths_bits(method):
+    # adjoint_lanes.hpp: 11 members (a partial last vector of 8), doses at stops (jumps),
+    # a save_fn, a terminal event, one member that blows up (NaN), per-member and shared leaves.
+    def f(y, t, p):
+        return jnp.array([-p["ka"] * y[0], p["ka"] * y[0] - p["ke"] * y[1] ** 2])
+
+    def dose(y, t, p):
+        return y.at[0].add(p["dose"])
+
+    def observe(y, t, p):
+        return jnp.array([y[1] * p["scale"], y[0] * y[1]])
+
+    n = 11
+    ka = jnp.linspace(0.6, 1.6, n).at[7].set(-40.0)  # member 7: y0 grows like e^{40 t}
+    params = {"ka": ka, "ke": jnp.array(0.3), "dose": jnp.array(0.5), "scale": jnp.array(2.0)}
+    axes = {"ka": 0, "ke": None, "dose": None, "scale": None}
+    y0 = jnp.stack([jnp.linspace(0.5, 1.5, n), jnp.zeros(n)], axis=1)
+    ts = jnp.array([0.0, 0.5, 1.0, 2.0, 3.0])
+    event = Event(lambda y, t, p: y[1] - 0.45, terminal=True, direction=1)
+
+    def loss(params, y0, lanes, adjoint=True):
+        ys, stats = solve(f, y0, ts, params, params_axes=axes, tstops=jnp.array([0.7, 1.4]),
+                          jump_fn=dose, save_fn=observe, event=event, method=method,
+                          rtol=1e-8, atol=1e-8, max_steps=400, lanes=lanes,
+                          sens_error_control=False, first_step=1e-3, adjoint=adjoint,
+                          return_stats=True)
+        ys = jnp.where(jnp.isnan(ys), 0.0, ys)
+        return jnp.sum(ys * jnp.arange(1.0, 3.0)) + jnp.sum(
+            jnp.where(jnp.isnan(stats["event_time"]), 0.0, stats["event_time"]))
+
+    scalar = jax.grad(loss, (0, 1))(params, y0, 1)
+    lanes = jax.grad(loss, (0, 1))(params, y0, 8)
+    for a, b in zip(jax.tree_util.tree_leaves(lanes), jax.tree_util.tree_leaves(scalar),
+                    strict=True):
+        np.testing.assert_array_equal(a, b)
+    # The failing member's gradient is NaN, the others' finite and forward mode's.
+    d_ka, d_y0 = lanes[0]["ka"], lanes[1]
+    assert np.isnan(d_ka[7]) and np.all(np.isnan(d_y0[7]))
+    keep = np.arange(n) != 7
+    assert np.all(np.isfinite(d_ka[keep]))
+    forward = jax.grad(loss, (0, 1))(params, y0, 8, False)
+    np.testing.assert_allclose(d_ka[keep], forward[0]["ka"][keep], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(d_y0[keep], forward[1][keep], rtol=1e-9, atol=1e-12)

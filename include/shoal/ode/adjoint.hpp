@@ -141,6 +141,7 @@ template <template <class, class> class Stepper,
           class T, size_t StageBudgetBytes = size_t(16) << 20>
 struct Adjoint {
   using Step = StepAdjoint<Stepper, Model, T>;
+  using SolvedModel = Model;
   static constexpr int n = Model::n_vars;
   static constexpr int n_out = n_saved<Model>();
   static constexpr size_t stage_limit = StageBudgetBytes / sizeof(T);
@@ -155,55 +156,88 @@ struct Adjoint {
   ModelVjps<Model, T> vjps;
   Step step;
   T lambda[n];
+  // The recording's state between hooks: the state before the attempt in flight (or the jump),
+  // that attempt's start, size and end, where its stages went, and the jumps seen.
+  T before[n];
+  T pending_t = T(0), pending_h = T(0), pending_end = T(0);
+  size_t stage_at = 0;
+  int32_t accepted_before = 0;
+  uint32_t rewrites = 0;
+  bool seen = true, recording = false;
 
   // Step 1: the forward solve, recording its accepted steps and jumps. false (the gradient is
   // NaN) where two stops' jumps came with no step between them, whose states it did not see.
   bool forward(const Trajectory<T>& tr, const IntegrateOptions<T>& opt, IntegrateStats* stats,
                Status* status) {
-    records.clear();
-    is_jump.clear();
-    stage_records.clear();
-    bool recording = Step::recorded > 0;  // until the budget is reached
-    opt_terminal = opt.event_terminal;
     Stepper<Model, T> stepper;
     Integration<Stepper, Model, T> run(tr, opt, stats);
     run.begin(stepper);
-    T y_new[n], err[n], before[n];
-    for (int i = 0; i < n; ++i) before[i] = run.y[i];
-    uint32_t rewrites = run.y_rewrites;
-    bool seen = true;
+    begin_recording(run, opt);
+    T y_new[n], err[n];
     for (;;) {
       const bool more = run.next_attempt(stepper);
-      // next_attempt set y: it arrived at a stop (and jumped, restarting one float right of it).
-      if (has_jump<Model>() && run.y_rewrites != rewrites) {
-        seen = seen && run.y_rewrites == rewrites + 1;
-        rewrites = run.y_rewrites;
-        push(true, math::next_after(run.t, T(-1) / T(0)), T(0), T(0), before);
-      }
+      after_next_attempt(run);
       if (!more) break;
       stepper.step(run.y, run.t, run.h, tr.p, y_new, err);
-      const int32_t accepted = stats->accepted;
-      const T t = run.t, h = run.h, end = run.attempt_end();
-      for (int i = 0; i < n; ++i) before[i] = run.y[i];
-      // Kept before complete_attempt, which may move the stepper's stages (FSAL), and dropped
-      // again if the attempt is rejected.
-      const size_t stage_at = stage_records.size();
-      recording = recording && stage_at + Step::recorded <= stage_limit;
-      if (recording) {
-        stage_records.resize(stage_at + Step::recorded);
-        Step::record(stepper, stage_records.data() + stage_at);
-      }
+      before_completion(run, [&](T* out) { Step::record(stepper, out); });
       run.complete_attempt(stepper, y_new, err);
-      if (stats->accepted != accepted) {
-        push(false, t, h, end, before);
-        for (int i = 0; i < n; ++i) before[i] = run.y[i];
-      } else if (recording) {
-        stage_records.resize(stage_at);
-      }
+      after_completion(run);
     }
     *status = run.finish();
     return seen;
   }
+
+  // The recording, driven by a solve loop: forward() above, or the SIMD lanes' one
+  // (lanes_ensemble.hpp, adjoint_lanes.hpp), whose lanes record one trajectory each. Run is the
+  // trajectory's Integration (scalar, as the lanes keep one per lane).
+  template <class Run>
+  void begin_recording(const Run& run, const IntegrateOptions<T>& opt) {
+    records.clear();
+    is_jump.clear();
+    stage_records.clear();
+    recording = Step::recorded > 0;
+    opt_terminal = opt.event_terminal;
+    for (int i = 0; i < n; ++i) before[i] = run.y[i];
+    rewrites = run.y_rewrites;
+    seen = true;
+  }
+  // After each next_attempt: it set y where it arrived at a stop (and jumped, restarting one
+  // float right of it).
+  template <class Run>
+  void after_next_attempt(const Run& run) {
+    if (has_jump<Model>() && run.y_rewrites != rewrites) {
+      seen = seen && run.y_rewrites == rewrites + 1;
+      rewrites = run.y_rewrites;
+      push(true, math::next_after(run.t, T(-1) / T(0)), T(0), T(0), before);
+    }
+  }
+  // Before complete_attempt (which may move the stepper's stages: FSAL): the attempt's start
+  // and its stages, record_stages(out) writing Step::recorded numbers; kept if it is accepted.
+  template <class Run, class RecordStages>
+  void before_completion(const Run& run, RecordStages&& record_stages) {
+    accepted_before = run.stats->accepted;
+    pending_t = run.t;
+    pending_h = run.h;
+    pending_end = run.attempt_end();
+    for (int i = 0; i < n; ++i) before[i] = run.y[i];
+    stage_at = stage_records.size();
+    recording = recording && stage_at + Step::recorded <= stage_limit;
+    if (recording) {
+      stage_records.resize(stage_at + Step::recorded);
+      record_stages(stage_records.data() + stage_at);
+    }
+  }
+  // Accepted: counted as such (a step ending at a terminal event too, which moves no stages).
+  template <class Run>
+  void after_completion(const Run& run) {
+    if (run.stats->accepted != accepted_before) {
+      push(false, pending_t, pending_h, pending_end, before);
+      for (int i = 0; i < n; ++i) before[i] = run.y[i];
+    } else if (recording) {
+      stage_records.resize(stage_at);
+    }
+  }
+  bool all_seen() const { return seen; }
 
   // Steps 2 and 3: ȳ0 (n) and p̄ (n_params) from the saves' cotangents ys_bar (n_save, n_saved)
   // and, for a model with an event, event_bar (n): that of the state at the event's time held
@@ -300,6 +334,28 @@ struct Adjoint {
   }
 };
 
+// Trajectory m's cotangents y0_bar (n) and p_bar (n_params) into `a`, after adjoint's forward
+// solve ended with `status`: its backward sweep, or NaN where the solve failed.
+template <class A, class T>
+void write_cotangents(const ShoalEnsembleArgs& a, int64_t m, const Trajectory<T>& tr,
+                      Status status, A& adjoint) {
+  using Model = typename A::SolvedModel;
+  constexpr int n = Model::n_vars;
+  constexpr int n_params = Model::n_params;
+  T* y0_bar = static_cast<T*>(a.y0_bar) + m * n;
+  T* p_bar = static_cast<T*>(a.p_bar) + m * n_params;
+  if ((status == kSuccess || status == kEvent) && adjoint.all_seen()) {
+    // Per trajectory: the saves' cotangents, then the event state's (event models).
+    const int64_t width = a.n_save * n_saved<Model>() + (has_event<Model>() ? n : 0);
+    const T* ys_bar = static_cast<const T*>(a.ys_bar) + m * width;
+    adjoint.backward(tr, ys_bar, ys_bar + a.n_save * n_saved<Model>(), y0_bar, p_bar);
+  } else {
+    const T nan = T(0) / T(0);
+    for (int i = 0; i < n; ++i) y0_bar[i] = nan;
+    for (int i = 0; i < n_params; ++i) p_bar[i] = nan;
+  }
+}
+
 // Trajectories [begin, end) of `a` and those claimed from its work queue: each one's forward
 // solve (ys, statistics, status as a plain solve writes them) and its cotangents
 // y0_bar (n_traj, n) and p_bar (n_traj, n_params) from ys_bar (n_traj, n_save, n_saved).
@@ -307,7 +363,6 @@ template <template <class, class> class Stepper,
           template <template <class, class> class, class, class> class StepAdjoint, class Model,
           class T>
 void adjoint_range(const ShoalEnsembleArgs& a, int64_t begin, int64_t end) {
-  constexpr int n = Model::n_vars;
   constexpr int n_params = Model::n_params;
   const auto opt = IntegrateOptions<T>::from(a.options);
   Adjoint<Stepper, StepAdjoint, Model, T> adjoint;
@@ -318,22 +373,11 @@ void adjoint_range(const ShoalEnsembleArgs& a, int64_t begin, int64_t end) {
       tr.p = params_of<Model>(a, m, p);
       IntegrateStats stats;
       Status status;
-      const bool seen = adjoint.forward(tr, opt, &stats, &status);
+      adjoint.forward(tr, opt, &stats, &status);
       a.status[m] = status;
       a.accepted[m] = stats.accepted;
       a.rejected[m] = stats.rejected;
-      T* y0_bar = static_cast<T*>(a.y0_bar) + m * n;
-      T* p_bar = static_cast<T*>(a.p_bar) + m * n_params;
-      if ((status == kSuccess || status == kEvent) && seen) {
-        // Per trajectory: the saves' cotangents, then the event state's (event models).
-        const int64_t width = a.n_save * n_saved<Model>() + (has_event<Model>() ? n : 0);
-        const T* ys_bar = static_cast<const T*>(a.ys_bar) + m * width;
-        adjoint.backward(tr, ys_bar, ys_bar + a.n_save * n_saved<Model>(), y0_bar, p_bar);
-      } else {
-        const T nan = T(0) / T(0);
-        for (int i = 0; i < n; ++i) y0_bar[i] = nan;
-        for (int i = 0; i < n_params; ++i) p_bar[i] = nan;
-      }
+      write_cotangents(a, m, tr, status, adjoint);
     }
     count_done(a, end - begin);
   } while (claim(a, &begin, &end));

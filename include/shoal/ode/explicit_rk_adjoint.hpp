@@ -39,6 +39,13 @@ struct ExplicitStepAdjoint {
       for (int i = 0; i < n; ++i) out[s * n + i] = stepper.k[s][i];
   }
 
+  // The same from lane l of a lanes stepper (adjoint_lanes.hpp).
+  template <class LanesStepper>
+  static void record_lane(const LanesStepper& stepper, int l, T* out) {
+    for (int s = 0; s < Tab::stages; ++s)
+      for (int i = 0; i < n; ++i) out[s * n + i] = lane(stepper.k[s][i], l);
+  }
+
   // stages: the step's record, or nullptr to evaluate f at every stage point.
   void prepare(const T* y_start, T t_start, T h_step, const T* p, bool dense, const T* stages) {
     y = y_start;

@@ -93,8 +93,24 @@ __attribute__((noinline)) void lanes_other_roots(const PidController<T>& ctrl, c
   for (int l = 0; l < W; ++l) root[l] = r[l];
 }
 
+// What solve_range_lanes tells an observer of each lane's trajectory (the adjoint records its
+// forward solve through one: adjoint_lanes.hpp). This one does nothing.
+struct NoLaneObserver {
+  explicit NoLaneObserver(const ShoalEnsembleArgs&) {}
+  template <class Run>
+  void begin(int, const Run&) {}
+  template <class Run>
+  void after_next_attempt(int, const Run&) {}
+  template <class Run, class LanesStepper>
+  void before_completion(int, const Run&, const LanesStepper&) {}
+  template <class Run>
+  void after_completion(int, const Run&, bool) {}
+  template <class Run>
+  void finish(int, int64_t, const Run&, Status) {}
+};
+
 template <template <class, class> class ScalarStepper, template <class, class> class LanesStepper,
-          class Model, class T, int W>
+          class Model, class T, int W, class Observer = NoLaneObserver>
 void solve_range_lanes(const ShoalEnsembleArgs& a, int64_t begin, int64_t end) {
   using L = simd::Lanes<T, W>;
   using Run = Integration<ScalarStepper, Model, T>;
@@ -139,10 +155,12 @@ void solve_range_lanes(const ShoalEnsembleArgs& a, int64_t begin, int64_t end) {
   constexpr int n_state = state_vars<Model>();
   int64_t next = begin, last = end;
 
+  Observer observer(a);
   auto view = [&](int l) { return View{&stepper, &scratch, &scratch_lane, l}; };
   auto finish = [&](int l) {
     Slot& s = slots[l];
     a.status[s.m] = s.run->finish();
+    observer.finish(l, s.m, *s.run, static_cast<Status>(a.status[s.m]));
     a.accepted[s.m] = s.stats.accepted;
     a.rejected[s.m] = s.stats.rejected;
     count_done(a, 1);
@@ -176,11 +194,14 @@ void solve_range_lanes(const ShoalEnsembleArgs& a, int64_t begin, int64_t end) {
       s.run.emplace(tr, opt, &s.stats);
       View v = view(l);
       s.run->begin(v);
+      observer.begin(l, *s.run);
       n_error = s.run->error_components();
       tol.set_lane(l, tr.weights, tr.atol, s.run->error_count(),
                    weighted_count(n_state, tr.weights));
       s.y_rewrites = s.run->y_rewrites - 1;  // y is copied into the lanes before its first step
-      if (s.run->next_attempt(v)) return true;
+      const bool more = s.run->next_attempt(v);
+      observer.after_next_attempt(l, *s.run);
+      if (more) return true;
       finish(l);
     }
   };
@@ -228,8 +249,10 @@ void solve_range_lanes(const ShoalEnsembleArgs& a, int64_t begin, int64_t end) {
         for (int i = 0; i < n; ++i) yn[i] = y_new[i][l];
       }
       View v = view(l);
+      observer.before_completion(l, *s.run, stepper);
       s.run->complete_attempt(v, yn, norm[l], roots ? root[l] : T(0),
                               n_state < n ? state_norm[l] : T(0));
+      observer.after_completion(l, *s.run, v.accepted);
       accepted_lanes[l] = v.accepted ? -1 : 0;
     }
     // The accepted lanes move on (as each lane's Integration did), before any lane restarts.
@@ -239,7 +262,9 @@ void solve_range_lanes(const ShoalEnsembleArgs& a, int64_t begin, int64_t end) {
       Slot& s = slots[l];
       if (s.m < 0) continue;
       View v = view(l);
-      if (s.run->next_attempt(v)) continue;
+      const bool more = s.run->next_attempt(v);
+      observer.after_next_attempt(l, *s.run);
+      if (more) continue;
       finish(l);
       if (!refill(l)) --active;
     }

@@ -37,6 +37,8 @@ struct RosenbrockStepAdjoint {
   // Nothing is recorded: the step is evaluated again, since its factors are needed anyway.
   static constexpr int recorded = 0;
   static void record(const S&, T*) {}
+  template <class LanesStepper>
+  static void record_lane(const LanesStepper&, int, T*) {}
 
   void prepare(const T* y_start, T t_start, T h_step, const T* params, bool, const T*) {
     y = y_start;
