@@ -134,11 +134,14 @@ struct ModelVjps {
 //   end_state(out), dense_state(θ, out)   the states its saves recorded
 //   clear(); add_end(λ); add_save(θ, w)   cotangents of its end state and of saves inside it
 //   transpose(vjps, y_bar)       the cotangent of its start (p̄ through vjps)
+// What a worker thread keeps of explicit steps' stages for the backward sweep.
+constexpr size_t kStageBudgetBytes = size_t(16) << 20;
+
 // StageBudgetBytes bounds the step records kept per trajectory (the first steps' until it is
 // reached; the later steps are evaluated again).
 template <template <class, class> class Stepper,
           template <template <class, class> class, class, class> class StepAdjoint, class Model,
-          class T, size_t StageBudgetBytes = size_t(16) << 20>
+          class T, size_t StageBudgetBytes = kStageBudgetBytes>
 struct Adjoint {
   using Step = StepAdjoint<Stepper, Model, T>;
   using SolvedModel = Model;

@@ -12,12 +12,13 @@
 namespace shoal {
 namespace ode {
 
-// A lane observer (lanes_ensemble.hpp) holding one Adjoint per lane.
+// A lane observer (lanes_ensemble.hpp) holding one Adjoint per lane; the lanes share a worker
+// thread's stage budget (adjoint.hpp's default), W-th each.
 template <template <class, class> class Stepper,
           template <template <class, class> class, class, class> class StepAdjoint, class Model,
           class T, int W>
 struct AdjointLanes {
-  using A = Adjoint<Stepper, StepAdjoint, Model, T>;
+  using A = Adjoint<Stepper, StepAdjoint, Model, T, kStageBudgetBytes / W>;
   const ShoalEnsembleArgs& a;
   const IntegrateOptions<T> opt;
   std::unique_ptr<A[]> lanes{new A[W]};  // on the heap: each holds its records and products
