@@ -64,7 +64,10 @@ def _streaming(f, kv):
     return kv * (ell * f[:-2] - (ell + 1) * f[2:]) / (2 * ell + 1)
 
 
-def rhs(y, tau, p):
+def rhs(y, tau, p, splines=None):
+    """The right-hand side; ``splines`` (expansion, opacity, sound speed), each ``spline_eval``'s
+    coefficients, default to the module's tables (closed over: compile-time constants)."""
+    expansion, opacity_spline, sound_speed = splines or (EXPANSION, OPACITY, SOUND_SPEED)
     k, omega_b, m_nu = p[0], p[1], p[2]
     a, delta_c, delta_b, theta_b, eta, h = (y[i] for i in range(6))
     off = 6
@@ -74,10 +77,10 @@ def rhs(y, tau, p):
     nu = y[off + 3 * (LMAX + 1) :].reshape(NU_BINS, NU_L)
 
     log_a = jnp.log(a)
-    a_prime = jnp.exp(spline_eval(EXPANSION, log_a))
+    a_prime = jnp.exp(spline_eval(expansion, log_a))
     conformal_h = a_prime / a
-    opacity = jnp.exp(spline_eval(OPACITY, log_a))
-    cs2 = jnp.exp(spline_eval(SOUND_SPEED, log_a))
+    opacity = jnp.exp(spline_eval(opacity_spline, log_a))
+    cs2 = jnp.exp(spline_eval(sound_speed, log_a))
     rho_g = 8.5e-5 * 0.6 / a**4
     rho_n = 8.5e-5 * 0.4 / a**4
     rho_b = 0.05 * omega_b / a**3

@@ -1,6 +1,6 @@
 """Gradients by the adjoint (``adjoint=True``) against forward sensitivities and diffrax, same run.
 
-Four cases on the CPU:
+Five cases on the CPU:
   table   a 2 000-entry shared table read by ``jnp.interp`` in f (N = 64 trajectories, 8 saves,
           stops at the knots, as the README asks for adjoint gradients of such entries):
           ``value_and_grad`` with respect to the table, adjoint against the value alone and
@@ -16,11 +16,20 @@ Four cases on the CPU:
           N = 1 000 trajectories, 20 saves on [0, 1], loss the mean square of the saves:
           ``value_and_grad`` by shoal's adjoint, against the value alone and against diffrax's
           default (RecursiveCheckpointAdjoint) at the same tolerances.
+  boltzmann  the DISCO-EB-sized model of _boltzmann_like.py (72 variables, Rodas5P), 3 modes
+          k in {1e-3, 1e-2, 1e-1}/Mpc, its three splines' 4 596 coefficients passed as shared
+          parameters: ``value_and_grad`` of the modes' summed final density contrast with
+          respect to the coefficients, dense and sparse, rtol 1e-4 and 1e-8, against the value;
+          checked by a forward-mode directional derivative (one column) along a smooth
+          direction: the coefficients of splines of smooth perturbations on the same knots,
+          what a parameter that builds the tables contributes through the chain rule. (Along a
+          random direction the gradient, per entry, is only as resolved as the steps that
+          sample each knot interval: README, "Reverse mode by adjoint", Accuracy.)
 Each gradient's error is measured against a reference gradient at rtol 1e-11 (shoal's adjoint;
 for the network, checked against diffrax at the same tolerance). Times are the best of
 ``--repeats`` warm calls; first calls (tracing and compiling into an empty cache) are printed.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/adjoint_gradients.py [--cases table,neural]
+    PYTHONPATH=. .venv/bin/python benchmarks/adjoint_gradients.py [--cases table,neural,boltzmann]
         [--forward] [--repeats 3] [--n 1000]
 """
 
@@ -205,9 +214,57 @@ def neural_case(args):
           f"shoal {t_peer / t_grad:5.2f}x faster")
 
 
+def boltzmann_case(args):
+    import _boltzmann_like as model
+    from boltzmann_modes import K_TOY, TAU
+
+    knots = [spline[0] for spline in (model.EXPANSION, model.OPACITY, model.SOUND_SPEED)]
+    coeffs = tuple(tuple(jnp.asarray(c) for c in spline[1:])
+                   for spline in (model.EXPANSION, model.OPACITY, model.SOUND_SPEED))
+    y0 = jnp.tile(jnp.asarray(model.initial_state()), (K_TOY.size, 1))
+    theta = jnp.tile(jnp.asarray(model.PARAMS), (K_TOY.size, 1)).at[:, 0].set(K_TOY)
+    ts = jnp.asarray(TAU)
+
+    def f(y, tau, p):
+        splines = tuple((x, *c) for x, c in zip(knots, p["coeffs"], strict=True))
+        return model.rhs(y, tau, p["theta"], splines)
+
+    def loss(coeffs, rtol, sparsity, adjoint=True):
+        ys = solve(f, y0, ts, {"theta": theta, "coeffs": coeffs},
+                   params_axes={"theta": 0, "coeffs": None}, method="rodas5p", rtol=rtol,
+                   atol=1e-4 * rtol, sparsity=sparsity, max_steps=200_000, adjoint=adjoint)
+        return jnp.sum(ys[:, -1, 1])
+
+    n_coeffs = sum(c.size for spline in coeffs for c in spline)
+    direction = tuple(
+        tuple(jnp.asarray(c)
+              for c in model.natural_cubic_spline(x, 0.01 * np.sin(x / 2 + k))[1:])
+        for k, x in enumerate(knots))
+    print(f"boltzmann (72 variables, 3 modes, {n_coeffs} shared spline coefficients, Rodas5P): "
+          "value_and_grad by the adjoint; check: forward-mode derivative along a smooth "
+          "direction")
+    print(f"  {'rtol':>6} {'sparsity':>8} {'value':>10} {'value_and_grad':>15} {'ratio':>6} "
+          f"{'first call':>10} {'direction check':>16}")
+    for rtol in (1e-4, 1e-8):
+        for sparsity in ("dense", None):
+            value = jax.jit(lambda c, rtol=rtol, sp=sparsity: loss(c, rtol, sp))
+            vg = jax.jit(jax.value_and_grad(lambda c, rtol=rtol, sp=sparsity: loss(c, rtol, sp)))
+            t_value, _, _ = best_of(lambda value=value: value(coeffs), args.repeats)
+            t_grad, (_, g), first = best_of(lambda vg=vg: vg(coeffs), args.repeats)
+            _, tangent = jax.jvp(lambda c, rtol=rtol, sp=sparsity: loss(c, rtol, sp, False),
+                                 (coeffs,), (direction,))
+            along = sum(jnp.vdot(a, b) for a, b in zip(jax.tree_util.tree_leaves(g),
+                                                       jax.tree_util.tree_leaves(direction),
+                                                       strict=True))
+            check = abs(float(along - tangent)) / abs(float(tangent))
+            print(f"  {rtol:6.0e} {sparsity or 'default':>8} {1e3 * t_value:8.1f}ms "
+                  f"{1e3 * t_grad:13.1f}ms {t_grad / t_value:5.2f}x {first:9.1f}s "
+                  f"{check:16.1e}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", default="table,crossover,stiff,neural")
+    parser.add_argument("--cases", default="table,crossover,stiff,neural,boltzmann")
     parser.add_argument("--forward", action="store_true",
                         help="also time the table's gradient by forward sensitivities (minutes)")
     parser.add_argument("--n", type=int, default=1000, help="neural ODE trajectories")
@@ -216,7 +273,7 @@ def main():
     os.environ.setdefault("SHOAL_CACHE_DIR", tempfile.mkdtemp(prefix="shoal-adjoint-"))
     print("\n".join(header_lines()))
     cases = {"table": table_case, "crossover": crossover_case, "stiff": stiff_case,
-             "neural": neural_case}
+             "neural": neural_case, "boltzmann": boltzmann_case}
     for name in args.cases.split(","):
         cases[name](args)
 

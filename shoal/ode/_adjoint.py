@@ -14,6 +14,7 @@ sensitivity column per entry (``chosen`` says when).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 
@@ -25,7 +26,7 @@ from jax.interpreters import batching, mlir
 
 from shoal._manual_axes import result_aval, varying_axes
 from shoal.ode import _build, _primitive
-from shoal.ode._options import LuPrecision, SolveOptions
+from shoal.ode._options import SolveOptions
 
 TARGET_CPU = "shoal_ode_adjoint_cpu"
 
@@ -116,13 +117,13 @@ def adjoint_cotangents(problem, primals, ct):
     tiled = [jnp.tile(x, (d,) + (1,) * (x.ndim - 1))
              for x in (y0, params, shared, t_span, weights, tstops, first_step)]
     atol = jnp.full(tiled[0].shape, o.atol, y0.dtype)
-    # The dense LU also where the primal solve is sparse (no transposed sparse solve yet): the
-    # recorded steps may then differ from the primal's at rounding level.
-    lu = o.lu_precision if o.method.rosenbrock else LuPrecision.FP64
-    # lanes=0 is resolved at lowering (_build.for_ensemble): the forward solve in the SIMD lanes
-    # where the plain solve would run there (adjoint_lanes.hpp), the backward sweeps one by one.
-    build = ModelBuild(problem.model, Variant(o.method, lu, lanes=o.lanes, adjoint=True,
-                                              mass=o.mass))
+    # The primal's own solver, the sparse one included (its transposed solves run against the
+    # same factors), so the forward solve takes the primal's steps bit for bit. lanes=0 is
+    # resolved at lowering (_build.for_ensemble): the forward solve in the SIMD lanes where the
+    # plain solve would run there (adjoint_lanes.hpp), the backward sweeps one by one.
+    variant = Variant.of(o.method, o.lu_precision, o.sparsity, o.ordering, lanes=o.lanes,
+                         mass=o.mass)
+    build = ModelBuild(problem.model, dataclasses.replace(variant, adjoint=True))
     progress = np.full((1,), -1, np.int32)
     out = adjoint_p.bind(*tiled[:5], atol, *tiled[5:], progress,
                          ct.reshape(d * n_traj, -1).astype(y0.dtype), build=build, options=o)

@@ -30,9 +30,9 @@ class Variant:
     pattern replaces Rodas5P's dense LU by the sparse direct solver compiled for it. lanes: on
     the CPU, the SIMD lanes per worker (lanes_ensemble.hpp; 0: the host's vector width, 1: the
     scalar path); the GPU ignores it. adjoint: the entry is the discrete adjoint of the solve
-    (adjoint.hpp; host only, dense LU, a model with its vjps; with lanes its forward solve runs
-    in them, adjoint_lanes.hpp). mass: a Rosenbrock
-    method's constant mass matrix (M y' = f; mass.hpp).
+    (adjoint.hpp; host only, a model with its vjps; a sparse pattern's transposed solves are
+    the sparse solver's own; with lanes its forward solve runs in them, adjoint_lanes.hpp).
+    mass: a Rosenbrock method's constant mass matrix (M y' = f; mass.hpp).
     """
 
     method: Method
@@ -136,7 +136,7 @@ def _stepper_source(variant: Variant, lanes: str = "") -> tuple[list[str], str, 
         name = "ShoalSparseMatrixLanes" if lanes else "ShoalSparseMatrix"
         if not lanes:
             lines += ['#include "shoal/ode/sparse_iteration_matrix.hpp"',
-                      structure.emit_cpp("ShoalSparseStructure")]
+                      structure.emit_cpp("ShoalSparseStructure", transposed=variant.adjoint)]
         lines += [
             "template <class M>",
             f"using {name} = shoal::ode::SparseIterationMatrix<M, ShoalSparseStructure, {lu}>;",
@@ -192,7 +192,7 @@ def library_source(model: _codegen.GeneratedModel, variant: Variant,
         solver = (f"shoal::ode::solve_range_lanes<{stepper_type}, {lanes_stepper}, "
                   f"ShoalSolvedModel, {ctype}, ShoalLanes>")
     if variant.adjoint:
-        if variant.joint or variant.sparse:
+        if variant.joint:
             raise ValueError(f"no adjoint entry for {variant}")
         header, step = (("explicit_rk_adjoint.hpp", "ExplicitStepAdjoint")
                         if variant.method.explicit else

@@ -418,6 +418,9 @@ def test_python_reference_solves(name, ordering):
     x = b.copy()
     s.solve_reference(a, x)
     np.testing.assert_allclose(x, np.linalg.solve(m, b), rtol=1e-10, atol=1e-13)
+    x = b.copy()
+    s.solve_transposed_reference(a, x)
+    np.testing.assert_allclose(x, np.linalg.solve(m.T, b), rtol=1e-10, atol=1e-13)
 
 
 # --------------------------------------------------------------------------------------------
@@ -453,6 +456,12 @@ def entry_points(name):
         {EXPORT} void {name}_solve_dd(const double* a, double* b) {{ {name}::solve(a, b); }}
         {EXPORT} void {name}_solve_fd(const float* a, double* b) {{ {name}::solve(a, b); }}
         {EXPORT} void {name}_solve_ff(const float* a, float* b) {{ {name}::solve(a, b); }}
+        {EXPORT} void {name}_solve_t_dd(const double* a, double* b) {{
+          {name}::solve_transposed(a, b); }}
+        {EXPORT} void {name}_solve_t_fd(const float* a, double* b) {{
+          {name}::solve_transposed(a, b); }}
+        {EXPORT} void {name}_solve_t_ff(const float* a, float* b) {{
+          {name}::solve_transposed(a, b); }}
     """)
 
 
@@ -470,7 +479,8 @@ def library():
         structures[pattern, ordering] = s
         for unrolled in (True, False):
             name = f"{pattern}_{ordering}_{'unrolled' if unrolled else 'tables'}"
-            src = s.emit_cpp(name, unrolled)
+            src = s.emit_cpp(name, unrolled, transposed=True)
+            assert "solve_transposed" not in s.emit_cpp(name, unrolled)
             assert ("tab::l_slot" in src) != unrolled and ("tab::col_orig" in src) != unrolled
             parts += [src, entry_points(name)]
     lib = ctypes.CDLL(str(_jit.compile_library("\n".join(parts))))
@@ -508,13 +518,14 @@ class Compiled:
     def factor(self, a):
         (self.factor_d if a.dtype == np.float64 else self.factor_f)(_ptr(a))
 
-    def solve(self, a, b):
-        fn = {
-            (np.float64, np.float64): self.solve_dd,
-            (np.float32, np.float64): self.solve_fd,
-            (np.float32, np.float32): self.solve_ff,
+    def solve(self, a, b, transposed=False):
+        kind = "solve_t" if transposed else "solve"
+        suffix = {
+            (np.float64, np.float64): "dd",
+            (np.float32, np.float64): "fd",
+            (np.float32, np.float32): "ff",
         }[a.dtype.type, b.dtype.type]
-        fn(_ptr(a), _ptr(b))
+        getattr(self, f"{kind}_{suffix}")(_ptr(a), _ptr(b))
 
 
 def iteration_matrix(p, seed):
@@ -556,10 +567,13 @@ def test_emitted_solver(library, case):
             x = b.copy()
             c.solve(a, x)
             np.testing.assert_allclose(x, expected, rtol=1e-10, atol=1e-12)
-            results[label] = (a, x)
+            xt = b.copy()
+            c.solve(a, xt, transposed=True)
+            np.testing.assert_allclose(xt, np.linalg.solve(m.T, b), rtol=1e-10, atol=1e-12)
+            results[label] = (a, x, xt)
         # straight-line and table-driven: the same operations in the same order
-        np.testing.assert_array_equal(results["unrolled"][0], results["tables"][0])
-        np.testing.assert_array_equal(results["unrolled"][1], results["tables"][1])
+        for u, t in zip(results["unrolled"], results["tables"], strict=True):
+            np.testing.assert_array_equal(u, t)
         # ... and the same as the Python reference (compiled with -ffp-contract=off)
         a_ref = s.assemble(m)
         s.factor_reference(a_ref)
@@ -567,6 +581,8 @@ def test_emitted_solver(library, case):
         s.solve_reference(a_ref, x_ref)
         np.testing.assert_array_equal(results["tables"][0], a_ref)
         np.testing.assert_array_equal(results["tables"][1], x_ref)
+        s.solve_transposed_reference(a_ref, xt_ref := b.copy())
+        np.testing.assert_array_equal(results["tables"][2], xt_ref)
 
         # float factors solving double vectors
         outs = []
@@ -580,7 +596,10 @@ def test_emitted_solver(library, case):
             c.solve(a32, x32)
             np.testing.assert_allclose(x, expected, rtol=1e-4, atol=1e-5)
             np.testing.assert_allclose(x32, expected, rtol=1e-3, atol=1e-4)
-            outs.append((a32, x, x32))
+            xt32 = b.astype(np.float32)
+            c.solve(a32, xt32, transposed=True)
+            np.testing.assert_allclose(xt32, np.linalg.solve(m.T, b), rtol=1e-3, atol=1e-4)
+            outs.append((a32, x, x32, xt32))
         for u, t in zip(outs[0], outs[1], strict=True):
             np.testing.assert_array_equal(u, t)
         a32 = a32_assembled

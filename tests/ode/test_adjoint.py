@@ -415,31 +415,64 @@ def test_stiff_closed_form_non_autonomous_with_doses_and_float32_factors():
                                rtol=1e-5)
 
 
+CHAIN_N = 12  # sparse by default from 12 variables (_model.AUTO_SPARSE_MIN_VARS)
+
+
+def chain(y, t, k):
+    n = CHAIN_N
+    forward = k[:n - 1] * y[:-1]
+    backward = k[n - 1:2 * n - 2] * y[1:]
+    flux = forward - backward
+    dy = jnp.zeros(n).at[:-1].add(-flux).at[1:].add(flux)
+    return dy - k[2 * n - 2] * y ** 2 + k[2 * n - 1]
+
+
+CHAIN_RATES = jnp.concatenate([jnp.logspace(0, 4, CHAIN_N - 1), jnp.logspace(-1, 2, CHAIN_N - 1),
+                               jnp.array([0.5, 0.1])])
+
+
+def _chain_grad(adjoint, **options):
+    y0 = jnp.stack([jnp.linspace(1.0, 0.1, CHAIN_N), jnp.linspace(0.2, 1.0, CHAIN_N)])
+
+    def loss(k):
+        ys = solve(chain, y0, jnp.array([0.0, 0.01, 0.4, 1.0]), k, params_axes=None,
+                   adjoint=adjoint, **options)
+        return jnp.sum(ys[:, 1:] * jnp.arange(1.0, CHAIN_N + 1))
+
+    return jax.grad(loss)(CHAIN_RATES)
+
+
 def test_many_rates_of_a_stiff_network_and_a_sparse_primal():
-    # A 12-species chain with 24 rate constants (sparse by default from 12 variables: the
-    # adjoint re-solves with the dense LU, so its steps may differ from the primal's at
-    # rounding level; the gradient still agrees within the tolerance).
-    n = 12
-
-    def chain(y, t, k):
-        forward = k[:n - 1] * y[:-1]
-        backward = k[n - 1:2 * n - 2] * y[1:]
-        flux = forward - backward
-        dy = jnp.zeros(n).at[:-1].add(-flux).at[1:].add(flux)
-        return dy - k[2 * n - 2] * y ** 2 + k[2 * n - 1]
-
-    rates = jnp.concatenate([jnp.logspace(0, 4, n - 1), jnp.logspace(-1, 2, n - 1),
-                             jnp.array([0.5, 0.1])])
-    y0 = jnp.linspace(1.0, 0.1, n)[None]
-
-    def loss(k, adjoint):
-        ys = solve(chain, y0, jnp.array([0.0, 0.01, 1.0]), k, params_axes=None, rtol=1e-9,
-                   atol=1e-11, adjoint=adjoint)
-        return jnp.sum(ys[:, -1] * jnp.arange(1.0, n + 1))
-
-    got = jax.grad(loss)(rates, True)
-    want = jax.grad(loss)(rates, False)
+    # A 12-species chain with 24 rate constants, on the default steps: within the tolerance.
+    want = _chain_grad(False, rtol=1e-9, atol=1e-11)
+    got = _chain_grad(True, rtol=1e-9, atol=1e-11)
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-6 * float(jnp.max(jnp.abs(want))))
+
+
+@pytest.mark.parametrize("emitted", ("unrolled", "tables"))
+@pytest.mark.parametrize("method", ROSENBROCK)
+def test_a_sparse_primal_is_transposed_by_its_own_solver(monkeypatch, method, emitted):
+    # The adjoint of a sparse solve steps with the sparse solver and transposes the step with
+    # its solve_transposed, straight-line or (beyond the size thresholds, forced here) loops
+    # over index tables: on the plain solve's steps the gradient is the forward columns' (also
+    # sparse) to rounding, and the dense LU's within it.
+    from shoal.ode._sparse import emission
+
+    if emitted == "tables":
+        monkeypatch.setattr(emission, "MAX_UNROLLED_UPDATES", 0)
+        monkeypatch.setattr(emission, "MAX_UNROLLED_SUBSTITUTIONS", 0)
+    options = dict(method=method, rtol=1e-8, atol=1e-10, sens_error_control=False,
+                   first_step=1e-6)
+    _, stats = solve(chain, jnp.linspace(1.0, 0.1, CHAIN_N)[None], jnp.array([0.0, 1.0]),
+                     CHAIN_RATES, params_axes=None, return_stats=True,
+                     **{k: v for k, v in options.items() if k != "sens_error_control"})
+    assert bool(stats["sparse"][0])
+    adjoint = _chain_grad(True, **options)
+    forward = _chain_grad(False, **options)
+    scale = float(jnp.max(jnp.abs(forward)))
+    np.testing.assert_allclose(adjoint, forward, rtol=1e-10, atol=1e-12 * scale)
+    dense = _chain_grad(True, sparsity="dense", **options)
+    np.testing.assert_allclose(adjoint, dense, rtol=1e-7, atol=1e-9 * scale)
 
 
 def test_save_and_start_times_are_differentiated_around_the_adjoint():

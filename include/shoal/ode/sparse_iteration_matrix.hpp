@@ -71,6 +71,11 @@ struct SparseIterationMatrix {
   SHOAL_HD void solve(T* b) const {
     Structure::solve(a, b);
   }
+  // b ← M⁻ᵀ b (the adjoint, rosenbrock_adjoint.hpp): the same factors, the transposed pattern.
+  template <class T>
+  SHOAL_HD void solve_transposed(T* b) const {
+    Structure::solve_transposed(a, b);
+  }
 };
 
 }  // namespace ode

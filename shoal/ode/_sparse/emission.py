@@ -1,6 +1,7 @@
-"""Emission of a ``SparseStructure`` as a C++17 struct (host and device): the factorisation and
-both triangular solves, as straight-line code with literal slots or as loops over index tables.
-Both perform the same floating-point operations in the same order, so they agree bit for bit."""
+"""Emission of a ``SparseStructure`` as a C++17 struct (host and device): the factorisation,
+the triangular solves and their transposes, as straight-line code with literal slots or as
+loops over index tables. Both perform the same floating-point operations in the same order, so
+they agree bit for bit."""
 
 from __future__ import annotations
 
@@ -40,10 +41,11 @@ def unroll_choice(s: SparseStructure, unrolled: bool | None = None) -> tuple[boo
     return bool(unrolled), bool(unrolled)
 
 
-def emit_cpp(s: SparseStructure, name: str, unrolled: bool | None = None) -> str:
+def emit_cpp(s: SparseStructure, name: str, unrolled: bool | None = None,
+             transposed: bool = False) -> str:
     """C++17 source of ``struct name`` with the sparse LU of ``s`` (see
     ``SparseStructure.emit_cpp``)."""
-    return _emit(s, name, *unroll_choice(s, unrolled))
+    return _emit(s, name, *unroll_choice(s, unrolled), transposed)
 
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -55,7 +57,8 @@ def _ints(values, per_line: int = 24) -> str:
     return "{ \\\n    " + ", \\\n    ".join(lines) + "}"  # macro body: continued lines
 
 
-def _emit(s: SparseStructure, name: str, factor_unrolled: bool, solve_unrolled: bool) -> str:
+def _emit(s: SparseStructure, name: str, factor_unrolled: bool, solve_unrolled: bool,
+          transposed: bool) -> str:
     if not isinstance(name, str) or not _IDENT.match(name) or name.startswith("__"):
         raise ValueError(f"name must be a C++ identifier, got {name!r}")
     ns = f"shoal_sparse_tables_{name}"
@@ -185,5 +188,50 @@ def _emit(s: SparseStructure, name: str, factor_unrolled: bool, solve_unrolled: 
             "      b[pi] = s / T(a[d]);",
             "    }",
         ]
-    out += ["  }", "};", ""]
+    out.append("  }")
+    if transposed:
+        out += ["", *_transposed_solve(s, solve_unrolled, tab)]
+    out += ["};", ""]
     return "\n".join(out)
+
+
+def _transposed_solve(s: SparseStructure, unrolled: bool, tab: str) -> list[str]:
+    """``solve_transposed(a, b)``: b := A^-T b. With A = P^T L U P (P the permutation),
+    A^T = P^T U^T L^T P: U^T w = P b forwards, then L^T z = w backwards, each by columns of the
+    triangle (a row of U or L in the CSR image): the same tables as ``solve``, scatter form."""
+    out = [
+        "  // b (ORIGINAL ordering) := A^-T b with the factors from factor() (the adjoint's solves",
+        "  // against the transpose). Factors are read as T(a[k]).",
+    ]
+    if unrolled:
+        out.append("  template <class S, class T> SHOAL_NO_SLP SHOAL_HD static void "
+                   "solve_transposed(const S* a, T* b) {")
+        perm, ptr, dp, co = (x.tolist() for x in (s.perm, s.row_ptr, s.diag_ptr, s.col_orig))
+        for i in range(s.n):  # U^T w = P b, w stored at b[perm[i]]
+            terms = "".join(f" b[{co[p]}] -= T(a[{p}]) * w;" for p in range(dp[i] + 1, ptr[i + 1]))
+            head = f"const T w = b[{perm[i]}] / T(a[{dp[i]}]); b[{perm[i]}] = w;"
+            out.append(f"    {{ {head}{terms} }}")
+        for i in range(s.n - 1, -1, -1):  # L^T z = w (unit diagonal)
+            if dp[i] > ptr[i]:
+                terms = " ".join(f"b[{co[p]}] -= T(a[{p}]) * z;" for p in range(ptr[i], dp[i]))
+                out.append(f"    {{ const T z = b[{perm[i]}]; {terms} }}")
+    else:
+        out += [
+            "  template <class S, class T>",
+            "  SHOAL_HD static void solve_transposed(const S* a, T* b) {",
+            tab,
+            f"    for (int i = 0; i < {s.n}; ++i) {{",
+            "      const int pi = tab::perm[i];",
+            "      const int d = tab::diag_ptr[i];",
+            "      const T w = b[pi] / T(a[d]);",
+            "      b[pi] = w;",
+            "      for (int p = d + 1; p < tab::row_ptr[i + 1]; ++p)",
+            "        b[tab::col_orig[p]] -= T(a[p]) * w;",
+            "    }",
+            f"    for (int i = {s.n - 1}; i >= 0; --i) {{",
+            "      const T z = b[tab::perm[i]];",
+            "      for (int p = tab::row_ptr[i]; p < tab::diag_ptr[i]; ++p)",
+            "        b[tab::col_orig[p]] -= T(a[p]) * z;",
+            "    }",
+        ]
+    return [*out, "  }"]

@@ -116,20 +116,39 @@ class SparseStructure:
                 s = T(s - T(T(a[p]) * b[co[p]]))
             b[perm[i]] = T(s / T(a[dp[i]]))
 
+    def solve_transposed_reference(self, a: np.ndarray, b: np.ndarray) -> None:
+        """``b := A^-T b`` in place (ORIGINAL order), exactly as the emitted
+        ``solve_transposed``."""
+        T = b.dtype.type
+        perm, ptr, dp, co = (
+            x.tolist() for x in (self.perm, self.row_ptr, self.diag_ptr, self.col_orig)
+        )
+        for i in range(self.n):
+            w = T(b[perm[i]] / T(a[dp[i]]))
+            b[perm[i]] = w
+            for p in range(dp[i] + 1, ptr[i + 1]):
+                b[co[p]] = T(b[co[p]] - T(T(a[p]) * w))
+        for i in range(self.n - 1, -1, -1):
+            z = b[perm[i]]
+            for p in range(ptr[i], dp[i]):
+                b[co[p]] = T(b[co[p]] - T(T(a[p]) * z))
+
     # -- C++ emission -------------------------------------------------------------------------
 
     def unroll_choice(self, unrolled: bool | None = None) -> tuple[bool, bool]:
         """(factor unrolled, solves unrolled) for ``emit_cpp(unrolled=...)``."""
         return emission.unroll_choice(self, unrolled)
 
-    def emit_cpp(self, name: str, unrolled: bool | None = None) -> str:
+    def emit_cpp(self, name: str, unrolled: bool | None = None, transposed: bool = False) -> str:
         """C++17 source (host and device) of ``struct name`` with the sparse LU of this
         structure.
 
         ``unrolled=True``: factorisation and both triangular solves as straight-line code with
         literal slots; ``False``: loops over index tables; ``None``: the factorisation is unrolled
         while ``n_updates <= MAX_UNROLLED_UPDATES`` and the solves while
-        ``n_substitutions <= MAX_UNROLLED_SUBSTITUTIONS``. All emissions perform the same
-        floating-point operations in the same order. Needs ``#include "shoal/config.hpp"`` first.
+        ``n_substitutions <= MAX_UNROLLED_SUBSTITUTIONS``. ``transposed``: with
+        ``solve_transposed`` too (the adjoint's), emitted as the solves are. All emissions
+        perform the same floating-point operations in the same order. Needs
+        ``#include "shoal/config.hpp"`` first.
         """
-        return emission.emit_cpp(self, name, unrolled)
+        return emission.emit_cpp(self, name, unrolled, transposed)
