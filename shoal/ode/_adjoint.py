@@ -37,10 +37,12 @@ adjoint_p.def_impl(functools.partial(_primitive._apply_primitive, adjoint_p))
 
 # adjoint="auto" takes the adjoint beyond this many differentiated entries, per method family:
 # below it, forward sensitivities (one joint solve with a column per entry, in the SIMD lanes
-# where the adjoint runs scalar) measured cheaper (benchmarks/adjoint_gradients.py: explicit,
-# --cases crossover: forward/adjoint 0.57 at 16 entries, 1.04 at 32, 1.87 at 64; Rosenbrock,
-# --cases stiff: 1.06 at 10, 4.5 at 25).
-AUTO_ENTRIES = {"explicit": 32, "rosenbrock": 10}
+# where the adjoint's backward sweeps run scalar) measured cheaper (benchmarks/
+# adjoint_gradients.py, 2026-12-04 with the adjoint's forward solve in the lanes: explicit,
+# --cases crossover: forward/adjoint 0.65 at 16 entries, 1.57 at 32, 2.5 at 64, so about 1 at
+# 22-24; Rosenbrock, --cases stiff: 1.37 at 10, 3.9 at 25; kept at 10, where forward mode's
+# columns, part of the step control, are the safer choice at about the same cost).
+AUTO_ENTRIES = {"explicit": 24, "rosenbrock": 10}
 
 
 def chosen(problem, entries: int) -> bool:
