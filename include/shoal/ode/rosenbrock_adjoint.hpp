@@ -1,4 +1,6 @@
-// The transpose of one Rosenbrock step (dense LU), for the adjoint (adjoint.hpp).
+// The transpose of one Rosenbrock step, for the adjoint (adjoint.hpp); its transposed solves are
+// the iteration matrix's own (the dense LU's, or the sparse solver's over the transposed
+// pattern: iteration_matrix.hpp, sparse_iteration_matrix.hpp).
 //
 // The step (rosenbrock.hpp, transformed form) from (t, y) of size h: M = I/(hγ) − J(y, t, p),
 //   u_0 = y, u_s = y + Σ_{j<s} a_sj k_j,
