@@ -407,6 +407,19 @@ def _lone_loss(y0, p, method, **kw):
     return pendulum_loss(solve(pendulum, y0, PENDULUM_T, p, method=method, **kw)[0])
 
 
+def _assert_same_contraction(actual, desired):
+    """Bit for bit on the CPU: each trajectory steps alone, and the contraction of its cotangent
+    with its sensitivity columns is per trajectory. On a GPU that contraction is XLA's dot, whose
+    summation order may change with the ensemble's size (measured on an H200: 1–3 ulp between 4
+    members and 1); the columns themselves stay bit-identical (the jacfwd check below)."""
+    actual, desired = np.asarray(actual), np.asarray(desired)
+    if jnp.zeros(()).devices().pop().platform == "cpu":
+        np.testing.assert_array_equal(actual, desired)
+    else:
+        np.testing.assert_allclose(actual, desired, rtol=0,
+                                   atol=8 * np.finfo(desired.dtype).eps * np.abs(desired).max())
+
+
 @pytest.mark.parametrize("method", METHODS)
 def test_ensemble_gradients_equal_lone_solves(method):
     y0s, ps = jnp.asarray(PENDULUM_Y0S), jnp.asarray(PENDULUM_PS)
@@ -415,9 +428,8 @@ def test_ensemble_gradients_equal_lone_solves(method):
         lambda q: solve(pendulum, y0s, PENDULUM_T, q, method=method))(ps))
     for m in range(len(ps)):
         gy1, gp1 = jax.grad(_lone_loss, argnums=(0, 1))(y0s[m], ps[m], method)
-        # Bit for bit: each trajectory steps alone, and the contraction is per trajectory.
-        np.testing.assert_array_equal(np.asarray(gy[m]), np.asarray(gy1))
-        np.testing.assert_array_equal(np.asarray(gp[m]), np.asarray(gp1))
+        _assert_same_contraction(gy[m], gy1)
+        _assert_same_contraction(gp[m], gp1)
         jp1 = np.asarray(jax.jacfwd(
             lambda q, y=y0s[m]: solve(pendulum, y, PENDULUM_T, q, method=method))(ps[m]))
         np.testing.assert_array_equal(jp_ens[m, :, :, m, :], jp1[0])
