@@ -9,6 +9,7 @@ a save function and an event. A reference model (Robertson) must not spill
 registers. Skipped, and reported as skipped, only where nvcc is not installed.
 """
 
+import functools
 import os
 import re
 import shutil
@@ -24,6 +25,8 @@ from shoal.ode._kernel_source import Variant
 from shoal.ode._mass import MassMatrix
 from shoal.ode._model import detect_pattern
 from shoal.ode._options import Method, Ordering, SparsityPattern
+
+from worker_shared import run_directory, shared_results
 
 NVCC = shutil.which("nvcc")
 pytestmark = pytest.mark.skipif(NVCC is None, reason="nvcc (CUDA toolkit) is not installed")
@@ -58,8 +61,8 @@ def _namespaced(model: _codegen.GeneratedModel, namespace: str) -> str:
 
 
 def _translation_units(count: int) -> list[str]:
-    """The kernels split over ``count`` translation units (compiled in parallel: nvcc uses one
-    core per unit, and this is the suite's longest compile)."""
+    """The kernels split over ``count`` translation units (nvcc uses one core per unit, and this
+    is the suite's longest compile: the workers that need it share the units out)."""
     rob = _codegen.generate_model(robertson, 3, 3, np.float64)
     ring_model = _codegen.generate_model(ring, 16, 1, np.float64)
     # A model with shared parameters (a run-time table): solve_one assembles its p.
@@ -134,21 +137,24 @@ def _translation_units(count: int) -> list[str]:
 
 @pytest.fixture(scope="module")
 def ptxas_report(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("device")
-    jobs = []
-    for k, unit in enumerate(_translation_units(max(1, min(4, os.cpu_count() or 1)))):
-        src = folder / f"kernels{k}.cu"
-        src.write_text(unit)
-        jobs.append((src, subprocess.Popen(
+    """nvcc's ptxas report of every kernel, the units compiled once per run whichever workers
+    need them (worker_shared.py): about 80 s of nvcc."""
+    folder = run_directory(tmp_path_factory, "nvcc-kernels")
+    count = max(2, min(4, os.cpu_count() or 1))
+    units = functools.cache(lambda: _translation_units(count))  # only where a unit is built
+
+    def build(key):
+        src = folder / f"kernels{key}.cu"
+        src.write_text(units()[int(key)])
+        proc = subprocess.run(
             [NVCC, "-std=c++17", "-arch=sm_90", "--fmad=false", f"-I{include_dir()}", "-c",
              str(src), "-o", str(src.with_suffix(".o")), "-Xptxas", "-v"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
-    reports = []
-    for src, job in jobs:
-        _, err = job.communicate(timeout=900)
-        assert job.returncode == 0, f"nvcc failed on {src}:\n{err[-6000:]}"
-        reports.append(err)
-    return "\n".join(reports)
+            capture_output=True, text=True, timeout=900)
+        assert proc.returncode == 0, f"nvcc failed on {src}:\n{proc.stderr[-6000:]}"
+        return proc.stderr
+
+    reports = shared_results(folder, [str(k) for k in range(count)], build)
+    return "\n".join(reports.values())
 
 
 def test_every_stepper_compiles_for_sm90(ptxas_report):

@@ -30,6 +30,7 @@ from shoal.ode._options import LuPrecision, Method, Ordering, SparsityPattern
 
 from ode_problems import lorenz
 from stiff_problems import robertson
+from worker_shared import run_directory, shared_results
 
 pytestmark = pytest.mark.skipif(not _nvrtc.available(), reason="NVRTC (CUDA toolkit or "
                                 "JAX's CUDA wheels) is not installed")
@@ -92,13 +93,15 @@ def _keyed(source: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def compiled():
-    """name -> (cubin bytes, ptxas report) for every variant, float64."""
-    out = {}
-    for name in VARIANTS:
+def compiled(tmp_path_factory):
+    """name -> (cubin bytes, ptxas report) for every variant, float64; built once per run
+    whichever workers need it (worker_shared.py): about 100 s of NVRTC."""
+
+    def build(name):
         source, _ = _source(name)
-        out[name] = _nvrtc.compile_source(_keyed(source), ARCH, extra=("-Xptxas=-v",))
-    return out
+        return _nvrtc.compile_source(_keyed(source), ARCH, extra=("-Xptxas=-v",))
+
+    return shared_results(run_directory(tmp_path_factory, "nvrtc-variants"), VARIANTS, build)
 
 
 def _resources(log: str) -> dict[str, tuple[int, int]]:

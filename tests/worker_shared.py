@@ -1,0 +1,63 @@
+"""Expensive fixture work computed once per test run, however many xdist workers need it.
+
+`make test` runs pytest on one worker per core. A module-scoped fixture whose tests land on
+both workers is built by both: the NVRTC and nvcc fixtures of tests/cuda/ took about 100 s and
+80 s each, twice. (xdist's ``--dist loadgroup`` would pin a module to one worker, but with pytest 9
+it no longer groups: it renames ``item._nodeid``, which ``item.nodeid`` no longer reads.)
+
+``shared_results`` splits such work into named pieces, each with a lock and a result file in a
+directory that every worker of one run shares: a worker computes the pieces nobody has started,
+then waits for the others' pieces and reads them. Two workers arriving together split the work;
+one arriving later only reads. A piece whose computation failed leaves no result, so whoever
+waits for it computes it again and sees the same failure.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pickle
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+
+def run_directory(tmp_path_factory, name: str) -> Path:
+    """A directory shared by every worker of this run (a worker's basetemp is
+    ``<run>/popen-gwN``), private to the run, named ``name``."""
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    directory = root / f"shared-{name}"
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
+def _compute_locked(lock_file, result: Path, key: str, compute: Callable[[str], Any]) -> None:
+    try:
+        if not result.exists():
+            value = compute(key)
+            partial = result.with_suffix(".partial")
+            partial.write_bytes(pickle.dumps(value))
+            partial.replace(result)  # readers never see a half-written result
+    finally:
+        fcntl.flock(lock_file, fcntl.LOCK_UN)
+
+
+def shared_results(directory: Path, keys: Iterable[str],
+                   compute: Callable[[str], Any]) -> dict[str, Any]:
+    """{key: compute(key)} for every key, each computed by one worker of the run only."""
+    keys = list(keys)
+    busy = []
+    for key in keys:  # first pass: take every piece that nobody has started
+        with open(directory / f"{key}.lock", "a") as lock_file:
+            try:
+                fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                busy.append(key)  # another worker is computing it
+                continue
+            _compute_locked(lock_file, directory / f"{key}.pickle", key, compute)
+    for key in busy:  # then wait for the others' pieces (or compute one whose worker failed)
+        with open(directory / f"{key}.lock", "a") as lock_file:
+            fcntl.flock(lock_file, fcntl.LOCK_EX)
+            _compute_locked(lock_file, directory / f"{key}.pickle", key, compute)
+    return {key: pickle.loads((directory / f"{key}.pickle").read_bytes()) for key in keys}
