@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from shoal.ode import Status, solve
+from shoal.ode import Event, Status, solve
 
 from ode_problems import blow_up, lorenz, sqrt_domain
 from stiff_problems import forced_bateman, robertson_expiring
@@ -618,3 +618,84 @@ def test_sparse_ring_grad_matches_cpu():
     assert np.all(np.isfinite(g_c))
     np.testing.assert_allclose(v_g, v_c, rtol=1e-11)
     np.testing.assert_allclose(g_g, g_c, rtol=1e-10)
+
+
+# ---------------------------------------------------------------------------------------------
+# Features added after the first GPU checks: every Rosenbrock tableau, mass matrices, stops with
+# jumps, save functions and events, and the adjoint's refusal (CPU only)
+
+
+@pytest.mark.parametrize("method", ["rodas4", "rosenbrock23"])
+def test_other_rosenbrock_tableaus_robertson_float64_identical_steps(method):
+    p = robertson_params(257)
+
+    def run(y0, t, p):
+        return solve(robertson_expiring, y0, t, p, method=method, rtol=1e-6, atol=1e-10,
+                     return_stats=True)
+
+    assert_same_solve(*both(run, np.tile(ROBERTSON_Y0, (257, 1)), ROBERTSON_T, p))
+
+
+def robertson_dae(y, t, k):
+    """Robertson with the conservation law y1 + y2 + y3 = 1 as its third (algebraic) equation."""
+    a = -k[0] * y[0] + k[2] * y[1] * y[2]
+    return jnp.stack([a, -a - k[1] * y[1] * y[1], y[0] + y[1] + y[2] - 1.0])
+
+
+@pytest.mark.parametrize("method", ["rodas5p", "rodas4"])
+def test_mass_matrix_dae_identical_steps(method):
+    p = robertson_params(257)[:, :3]
+
+    def run(y0, t, p):
+        return solve(robertson_dae, y0, t, p, method=method, rtol=1e-6, atol=1e-10,
+                     mass=np.diag([1.0, 1.0, 0.0]), return_stats=True)
+
+    cpu, gpu = both(run, np.tile(ROBERTSON_Y0, (257, 1)), ROBERTSON_T, p)
+    assert_same_solve(cpu, gpu)
+    np.testing.assert_allclose(cpu[0].sum(axis=-1), 1.0, rtol=0, atol=1e-9)  # the algebraic law
+
+
+def dosed_decay(y, t, p):
+    """Two compartments: absorption k_a from the depot y0 into y1, elimination k_e."""
+    return jnp.stack([-p[0] * y[0], p[0] * y[0] - p[1] * y[1]])
+
+
+def test_stops_jumps_save_fn_and_a_terminal_event_match_the_cpu():
+    # Doses at stops (jump_fn), a save function, and a terminal event (the level falling below
+    # a threshold after the last dose): integrate.hpp's other paths, one model.
+    n = 64
+    rng = np.random.default_rng(5)
+    p = np.stack([rng.uniform(0.5, 2.0, n), rng.uniform(0.2, 0.5, n), rng.uniform(0.5, 1.5, n)],
+                 axis=1)
+    event = Event(lambda y, t, p: y[1] - 0.05, direction=-1)
+
+    def run(y0, t, stops, p):
+        return solve(dosed_decay, y0, t, p, tstops=stops,
+                     jump_fn=lambda y, t, p: y + jnp.stack([p[2], 0.0 * p[2]]),
+                     save_fn=lambda y, t, p: jnp.stack([y[1], y[0] + y[1]]), event=event,
+                     method="rodas5p", rtol=1e-8, atol=1e-10, return_stats=True)
+
+    args = (np.tile([1.0, 0.0], (n, 1)), np.linspace(0.0, 60.0, 31), np.array([6.0, 12.0]), p)
+    (ys_c, st_c), (ys_g, st_g) = both(run, *args)
+    assert_stats(st_c, st_g)
+    assert_values_close(ys_c, ys_g, F64_RTOL)
+    assert np.all(np.isfinite(st_c["event_time"]))  # every member stops at its event
+    assert np.any(st_c["event_time"] > 12.0) and np.any(st_c["event_time"] < 12.0)
+    assert_values_close(st_c["event_time"], st_g["event_time"], F64_RTOL)
+    assert_values_close(st_c["event_state"], st_g["event_state"], F64_RTOL)
+
+
+@pytest.mark.skipif(GPU == CPU, reason="SHOAL_TEST_GPU_AS_CPU: the CPU stand-in runs the adjoint")
+def test_adjoint_is_refused_on_the_gpu_and_auto_takes_forward_mode():
+    y0, p = lorenz_inputs(16)
+
+    def loss(adjoint):
+        return lambda p: jnp.sum(solve(lorenz, y0, LORENZ_T, p, method="tsit5", rtol=1e-8,
+                                       atol=1e-8, adjoint=adjoint)[:, -1])
+
+    with pytest.raises(NotImplementedError, match="adjoint"):
+        on(GPU, jax.grad(loss(True)), p)
+    # "auto" picks forward sensitivities on a GPU whatever the count (48 entries here).
+    g_cpu = on(CPU, jax.grad(loss(False)), p)
+    g_gpu = on(GPU, jax.grad(loss("auto")), p)
+    assert_values_close(g_cpu, g_gpu, F64_RTOL)
