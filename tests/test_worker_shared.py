@@ -51,3 +51,16 @@ def test_a_failed_piece_leaves_no_result_and_is_computed_again(tmp_path):
     assert shared_results(tmp_path, ["x"], lambda key: key * 2) == {"x": "xx"}
     # Computed once: later callers read it.
     assert shared_results(tmp_path, ["x"], failing) == {"x": "xx"}
+
+
+def test_pieces_computed_on_threads_are_each_computed_once(tmp_path):
+    calls = []
+
+    def compute(key):
+        calls.append(key)
+        return key.upper()
+
+    keys = [f"k{i}" for i in range(12)]
+    got = shared_results(tmp_path, keys, compute, parallel=4)
+    assert got == {k: k.upper() for k in keys}
+    assert sorted(calls) == sorted(keys)

@@ -153,7 +153,8 @@ def ptxas_report(tmp_path_factory):
         assert proc.returncode == 0, f"nvcc failed on {src}:\n{proc.stderr[-6000:]}"
         return proc.stderr
 
-    reports = shared_results(folder, [str(k) for k in range(count)], build)
+    reports = shared_results(folder, [str(k) for k in range(count)], build,
+                             parallel=min(count, os.cpu_count() or 1))
     return "\n".join(reports.values())
 
 

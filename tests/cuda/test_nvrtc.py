@@ -101,7 +101,8 @@ def compiled(tmp_path_factory):
         source, _ = _source(name)
         return _nvrtc.compile_source(_keyed(source), ARCH, extra=("-Xptxas=-v",))
 
-    return shared_results(run_directory(tmp_path_factory, "nvrtc-variants"), VARIANTS, build)
+    return shared_results(run_directory(tmp_path_factory, "nvrtc-variants"), VARIANTS, build,
+                          parallel=min(4, os.cpu_count() or 1))
 
 
 def _resources(log: str) -> dict[str, tuple[int, int]]:
