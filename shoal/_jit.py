@@ -41,9 +41,11 @@ T = TypeVar("T")
 # a*b+c as two roundings on every compiler, so results do not depend on which one was found.
 CXX_FLAGS = ("-std=c++17", "-fPIC", "-shared", "-fno-math-errno", "-ffp-contract=off",
              "-fvisibility=hidden")
-# The optimisation level of a solver library. A library that runs once (the sparsity tracer)
-# asks for "-O0": a 300-variable model's tracer compiles in 0.8 s instead of 50 s at -O3.
+# The optimisation level of a solver library unless $SHOAL_OPTIMIZATION says otherwise. A library
+# that runs once (the sparsity tracer) asks for "-O0": a 300-variable model's tracer compiles in
+# 0.8 s instead of 50 s at -O3.
 DEFAULT_OPTIMIZATION = "-O3"
+OPTIMIZATION_LEVELS = ("-O0", "-O1", "-O2", "-O3", "-Os", "-Og")
 # Seconds a compile may take before the compiler is stopped: generous, since a large model at -O3
 # takes minutes on a loaded machine; it only has to catch a compiler that hangs.
 DEFAULT_COMPILE_TIMEOUT = 600.0
@@ -96,9 +98,10 @@ def native_vector_bytes() -> int:
     return 16
 
 
-def compiler_flags(optimization: str = DEFAULT_OPTIMIZATION) -> tuple[str, ...]:
-    """The flags a model library is built with at this optimisation level."""
-    return (optimization, *CXX_FLAGS, *native_arch()[0])
+def compiler_flags(optimization: str | None = None) -> tuple[str, ...]:
+    """The flags a model library is built with at this optimisation level (None: the
+    configured one, :func:`optimization_level`)."""
+    return (optimization or optimization_level(), *CXX_FLAGS, *native_arch()[0])
 
 
 class CompileError(RuntimeError):
@@ -139,6 +142,23 @@ def _kill_group(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except OSError:  # already gone
         proc.kill()
+
+
+def optimization_level() -> str:
+    """The -O flag solver libraries are built with: ``$SHOAL_OPTIMIZATION``, default -O3.
+
+    Results do not depend on it (``-ffp-contract=off`` and no fast-math leave the compiler no
+    freedom over floating-point operations; tests/ode/test_optimization_level.py checks -O1
+    against -O3 bit for bit): a lower level trades run time for compile time. It enters the
+    cache key with the other flags.
+    """
+    value = os.environ.get("SHOAL_OPTIMIZATION", "").strip()
+    if not value:
+        return DEFAULT_OPTIMIZATION
+    if value not in OPTIMIZATION_LEVELS:
+        raise ValueError(f"SHOAL_OPTIMIZATION must be one of {', '.join(OPTIMIZATION_LEVELS)}, "
+                         f"got {value!r}")
+    return value
 
 
 def compile_timeout() -> float:
@@ -375,18 +395,20 @@ def discard(artifact: Path) -> None:
         _digest_path(artifact).unlink(missing_ok=True)
 
 
-def compile_library(source: str, optimization: str = DEFAULT_OPTIMIZATION) -> Path:
+def compile_library(source: str, optimization: str | None = None) -> Path:
     """Return the path of a shared library built from ``source`` (compiling it if needed).
 
     The source must contain the marker ``SHOAL_CACHE_KEY`` where the key string is to be embedded
-    (as the initialiser of an exported char array). ``optimization`` is the -O flag.
+    (as the initialiser of an exported char array). ``optimization`` is the -O flag (None: the
+    configured one).
     """
+    optimization = optimization or optimization_level()
     return cached_build(source, ".so", _library_identity(optimization),
                         lambda src, output: _build_library(src, output, optimization))
 
 
 def load_library(source: str, load: Callable[[Path], T],
-                 optimization: str = DEFAULT_OPTIMIZATION) -> T:
+                 optimization: str | None = None) -> T:
     """``load(path)`` of the library built from ``source``; a cached library that the loader
     refuses (``OSError`` or ``RuntimeError``: damaged in a way its key and digest did not show)
     is rebuilt once and loaded again."""
@@ -404,7 +426,7 @@ def load_library(source: str, load: Callable[[Path], T],
                            f"{exc}") from first
 
 
-def _library_identity(optimization: str = DEFAULT_OPTIMIZATION) -> str:
+def _library_identity(optimization: str | None = None) -> str:
     _, banner = find_compiler()
     return "\0".join([banner, " ".join(compiler_flags(optimization)), native_arch()[1]])
 
@@ -432,7 +454,7 @@ _prelude_warned = False
 _preludes: dict[tuple[str, Path], Path] = {}
 
 
-def precompiled_prelude(optimization: str = DEFAULT_OPTIMIZATION) -> Path | None:
+def precompiled_prelude(optimization: str | None = None) -> Path | None:
     """A directory to put first on the include path, holding ``shoal/ode/jit_prelude.hpp.gch``
     built once (through the cache, like a library) for these flags; None where it cannot be
     built (then the headers are parsed as usual: same code, slower compile).
@@ -442,6 +464,7 @@ def precompiled_prelude(optimization: str = DEFAULT_OPTIMIZATION) -> Path | None
     header itself, so a stale or foreign file costs time, never correctness.
     """
     global _prelude_warned
+    optimization = optimization or optimization_level()
     memo = (optimization, configured_cache_dir())
     if memo in _preludes and _preludes[memo].is_dir():
         return _preludes[memo]
@@ -480,7 +503,7 @@ def _build_prelude(src: Path, output: Path, optimization: str) -> None:
         raise CompileError(f"precompiling {src} failed: {_tail(proc.stdout, proc.stderr)}")
 
 
-def _build_library(src: Path, output: Path, optimization: str = DEFAULT_OPTIMIZATION) -> None:
+def _build_library(src: Path, output: Path, optimization: str | None = None) -> None:
     exe, _ = find_compiler()
     prelude = None
     if uses_precompiled_prelude():

@@ -7,6 +7,11 @@ import pytest
 # explicitly (shoal computes in the input's dtype either way).
 jax.config.update("jax_enable_x64", True)
 
+# Models compile at -O1 here, users' at -O3: about half the compile time, which is most of `make
+# test`'s, and the same bits (tests/ode/test_optimization_level.py holds the two levels to that,
+# scalar and in the lanes). `SHOAL_OPTIMIZATION=-O3 make test` runs the suite at the users' level.
+os.environ.setdefault("SHOAL_OPTIMIZATION", "-O1")
+
 # SHOAL_TEST_DEVICE=cuda runs every test with that platform's first device as JAX's default
 # device, so the CPU suites (against SciPy, closed forms, finite differences) check the GPU path
 # too: scripts/gpu_check.sh does this on a GPU machine. Unset, tests run where JAX puts them.

@@ -86,16 +86,21 @@ def joint_stack_bytes(build: ModelBuild) -> int:
     return itemsize * (4 * model.n_params + 24 * model.n_vars) * (columns + 1)
 
 
-@functools.lru_cache(maxsize=512)
 def host_library(build: ModelBuild) -> str:
-    """Path of the loaded host library for ``build`` (compiled through the disk cache; rebuilt
-    once if the extension cannot load the cached one)."""
+    """Path of the loaded host library for ``build`` at the configured optimisation level
+    (compiled through the disk cache; rebuilt once if the extension cannot load the cached
+    one)."""
+    return _host_library(build, _jit.optimization_level())
 
+
+@functools.lru_cache(maxsize=512)
+def _host_library(build: ModelBuild, optimization: str) -> str:
     def load(path):
         _ode_ext.load_model(str(path), build.variant.entry)
         return str(path)
 
-    return _jit.load_library(library_source(build.model, build.variant, "cpu"), load)
+    return _jit.load_library(library_source(build.model, build.variant, "cpu"), load,
+                             optimization)
 
 
 @functools.lru_cache(maxsize=512)

@@ -56,7 +56,7 @@ def _forget_loaded_models(monkeypatch):
     # gives it a new path to dlopen).
     monkeypatch.setattr(_jit, "_loaded", {})
     monkeypatch.setattr(_jit, "_fallbacks", {})
-    _build.host_library.cache_clear()
+    _build._host_library.cache_clear()
     jax.clear_caches()
 
 
@@ -66,7 +66,7 @@ def fresh_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("SHOAL_CACHE_DIR", str(cache))
     _forget_loaded_models(monkeypatch)
     yield cache
-    _build.host_library.cache_clear()
+    _build._host_library.cache_clear()
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +81,7 @@ def seed_entries(tmp_path_factory):
             _solve(f)
             (library,) = directory.glob("*.so")
             entries[f.__name__] = library
-    _build.host_library.cache_clear()
+    _build._host_library.cache_clear()
     return entries
 
 
@@ -341,7 +341,7 @@ def test_unwritable_cache_directory_falls_back_with_one_warning(tmp_path, monkey
         assert len(list(fallback.glob("*.so"))) == 2
         assert not configured.exists() or not list(configured.iterdir())
     finally:
-        _build.host_library.cache_clear()
+        _build._host_library.cache_clear()
         if configured.is_dir():
             configured.chmod(0o700)  # so that tmp_path can be removed
 
@@ -351,7 +351,7 @@ def _compiler_runs_out_of_space(monkeypatch, fake_cxx):
 
 
 def _writing_runs_out_of_space(monkeypatch, fake_cxx):
-    def build(src, output, optimization=_jit.DEFAULT_OPTIMIZATION):
+    def build(src, output, optimization=None):
         output.write_bytes(b"\x7fELF, cut short")
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(output))
 

@@ -33,7 +33,7 @@ def fresh_cache(tmp_path, monkeypatch):
     monkeypatch.setattr(_jit, "_loaded", {})
     # A model another test in this process already loaded would otherwise be served from the
     # in-memory memo, and nothing would be compiled into the fresh cache.
-    _build.host_library.cache_clear()
+    _build._host_library.cache_clear()
     return tmp_path / "cache"
 
 
