@@ -43,6 +43,42 @@ struct IsLaneInt {
   static constexpr bool value = false;
 };
 
+// What a generated block product over shared parameters reads its weights as (contractions.py):
+// the lanes' element type S for plain SIMD lanes simd::Lanes<S, W> (specialised in
+// simd/lanes.hpp), T itself otherwise (scalars, duals, the sparsity tracer).
+template <class T>
+struct SharedParamScalar {
+  using type = T;
+  static constexpr bool plain_lanes = false;
+};
+
+#if !defined(__CUDACC__)
+// The row of shared parameters that every lane of this thread's lane group reads, as scalars,
+// while solve_range_lanes (ode/lanes_ensemble.hpp) knows the lanes hold one row; null otherwise.
+// Reading a weight here and broadcasting it costs one scalar load, where the lanes' own copy of p
+// holds each weight W times: a 64x64 layer's 32 KB become 256 KB and spill out of the cache.
+template <class Model, class S>
+struct SharedParamRow {
+  static inline thread_local const S* row = nullptr;
+};
+#endif
+
+// The shared-parameter row a generated rhs in the lanes may read its weights from (indexed from
+// the first shared parameter), or null: then it reads p as always. Null for any T but plain
+// lanes, and on the device.
+template <class Model, class T>
+SHOAL_HD const typename SharedParamScalar<T>::type* shared_param_row() {
+#if defined(__CUDACC__)
+  return nullptr;
+#else
+  if constexpr (SharedParamScalar<T>::plain_lanes) {
+    return SharedParamRow<Model, typename SharedParamScalar<T>::type>::row;
+  } else {
+    return nullptr;
+  }
+#endif
+}
+
 // A model's right-hand side evaluated one lane at a time, for the models whose statements are not
 // what the lanes compute (while loops, searches in run-time tables, libm functions): each lane runs
 // exactly the scalar statements. Defined in simd/lanes.hpp; generated models call it from the

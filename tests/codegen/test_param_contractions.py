@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from test_codegen import assert_compiles_for_the_device
 
 from shoal import _jit
 from shoal.ode import solve
@@ -236,3 +237,59 @@ def test_kinetics_with_parameter_tables_in_the_lanes(method):
     ref = solve_ivp(lambda t, y: np.asarray(_kinetics(jnp.asarray(y), t, params)), (0.0, 2.0),
                     y0[5], t_eval=np.asarray(ts), method="DOP853", rtol=1e-12, atol=1e-13)
     np.testing.assert_allclose(scalar[5], ref.y.T, rtol=1e-7, atol=1e-9)
+
+
+def _shared_layout(n_params: int, dtype=np.float64):
+    """A bare array ``(n_params,)`` shared by the ensemble (as a params leaf without the
+    ensemble axis is)."""
+    from shoal.ode._params import LeafSlot, ParamLayout
+
+    treedef = jax.tree_util.tree_structure(0)
+    return ParamLayout(treedef, (LeafSlot((n_params,), np.dtype(dtype), False, 0),), 0, n_params)
+
+
+def test_shared_weights_are_read_as_scalars_in_the_lanes_only_where_shared():
+    """A block of shared parameters gets the scalar-row branch (lane_traits.hpp:
+    shared_param_row) beside the lanes' own copy; per-trajectory weights do not, and the model
+    still runs in the lanes."""
+    f, flat = _mlp(24)
+    shared = generate_model(f, 2, _shared_layout(flat.size), np.float64)
+    own = generate_model(f, 2, flat.size, np.float64)
+    assert shared.lane_arithmetic and own.lane_arithmetic
+    assert shared.source.count("shoal::shared_param_row<Model, T>()") == 1
+    assert _loops(shared.source) == 2  # the scalar-row loop and the lanes' one
+    assert "shared_param_row" not in own.source and _loops(own.source) == 1
+    # Row-relative indices: the middle layer starts at 24 * 2 + 24 in p, and in the row.
+    assert "T(ps[72 + i * 24])" in shared.source and "p[72 + i * 24]" in shared.source
+
+
+def test_shared_weights_compile_for_the_device():
+    """The scalar-row branch (null on the device) compiles under NVRTC; without sensitivities,
+    which for 720 shared weights would be 720 columns."""
+    f, flat = _mlp(24)
+    model = generate_model(f, 2, _shared_layout(flat.size), np.float64)
+    assert_compiles_for_the_device(model, sensitivities=False)
+
+
+@pytest.mark.parametrize("method", ["tsit5", "rodas5p"])
+def test_lanes_over_several_rows_of_shared_weights_are_bit_identical(method):
+    """vmap over three networks makes three rows of shared weights, each serving 7 consecutive
+    trajectories: lane groups of 4 or of the host's width hold one row, then two rows at a row's
+    end (where the lanes read their own copies), then one again. Every byte equals the scalar
+    path's, and each network's trajectories equal a solve of that network alone."""
+    f, params = _shared_mlp(24)
+    batched = {"w": jnp.stack([params["w"], 1.3 * params["w"], -0.7 * params["w"]])}
+    y0 = jnp.asarray(_RNG.normal(size=(7, 2)))
+    ts = jnp.linspace(0.0, 1.0, 5)
+
+    def run(lanes):
+        def one(prm):
+            return solve(f, y0, ts, prm, method=method, rtol=1e-9, atol=1e-11, lanes=lanes)
+        return np.asarray(jax.vmap(one)(batched))
+
+    scalar = run(1)
+    for lanes in (0, 4):
+        assert run(lanes).tobytes() == scalar.tobytes(), lanes
+    alone = np.asarray(solve(f, y0, ts, {"w": batched["w"][1]}, method=method, rtol=1e-9,
+                             atol=1e-11, lanes=1))
+    assert scalar[1].tobytes() == alone.tobytes()

@@ -167,6 +167,24 @@ void solve_range_lanes(const ShoalEnsembleArgs& a, int64_t begin, int64_t end) {
     s.run.reset();
     s.m = -1;
   };
+  // While every lane holds the same row of shared parameters, a generated rhs reads its weights
+  // from that row as scalars (lane_traits.hpp: shared_param_row); `refilled` is the lane just
+  // given a trajectory, not yet marked busy. Cleared when this call ends, so no other solve on
+  // this thread sees a stale row.
+  struct SharedRowReset {
+    ~SharedRowReset() { SharedParamRow<Model, T>::row = nullptr; }
+  } shared_row_reset;
+  auto publish_shared_row = [&](int refilled) {
+    int64_t row = -1;
+    bool one_row = true;
+    for (int l = 0; l < W; ++l) {
+      if (slots[l].m < 0 && l != refilled) continue;
+      if (row < 0) row = slots[l].shared_row;
+      one_row = one_row && slots[l].shared_row == row;
+    }
+    SharedParamRow<Model, T>::row =
+        one_row && row >= 0 ? shared_params_row<Model, T>(a, row) : nullptr;
+  };
   // Lane l takes the next trajectory that needs a step; false when none is left.
   auto refill = [&](int l) {
     Slot& s = slots[l];
@@ -188,6 +206,7 @@ void solve_range_lanes(const ShoalEnsembleArgs& a, int64_t begin, int64_t end) {
           for (int i = 0; i < n_shared; ++i) p[n_own + i].set(l, shared[i]);
           s.shared_row = row;
         }
+        publish_shared_row(l);
       }
       tr.p = s.p;
       s.m = m;

@@ -370,6 +370,12 @@ struct LaneTraits<simd::Lanes<T, W>> {
   using Rebind = simd::Lanes<S, W>;
 };
 
+template <class T, int W>
+struct SharedParamScalar<simd::Lanes<T, W>> {
+  using type = T;
+  static constexpr bool plain_lanes = true;
+};
+
 // Integers beside lanes and beside the duals built on them (a generated rhs's I32, I64, ...).
 template <class S, int W, class I>
 struct IntOfT<simd::Lanes<S, W>, I> {

@@ -211,17 +211,18 @@ def _dot_block(em, L, R, block_is_lhs, block, ldt, rdt, out_dtype, out_shape) ->
     # to finish. Each sum keeps its order. (Subscripts stay in the forms lane_arithmetic reads.)
     blocked = nk - nk % ROW_BLOCK
 
-    def rows(b: int, v: int) -> list[str]:
+    def rows(b: int, v: int, weights=lambda index: f"{array}[{index}]",
+             offset: int = 0) -> list[str]:
         first = (b * nv + v) * nc
 
         def out(r: int) -> str:
             return f"{res}[{b * nk * nv + v + r * nv} + i * {nv}]"
 
         def term(r: int, later: bool) -> str:  # row i + r's first term, or its j-th
-            weight = f"{array}[{base + b * s_batch + r * s_row} + i * {s_row}"
+            index = f"{base - offset + b * s_batch + r * s_row} + i * {s_row}"
             if later:
-                return factors(f"{weight} + j * {s_col}]", f"{vec}[{first} + j]")
-            return factors(f"{weight}]", f"{vec}[{first}]")
+                return factors(weights(f"{index} + j * {s_col}"), f"{vec}[{first} + j]")
+            return factors(weights(index), f"{vec}[{first}]")
 
         lines = []
         if blocked:
@@ -244,7 +245,28 @@ def _dot_block(em, L, R, block_is_lhs, block, ldt, rdt, out_dtype, out_shape) ->
             ]
         return lines
 
-    for b in range(nb):
-        for v in range(nv):
-            em.lines += rows(b, v)
+    loops = [line for b in range(nb) for v in range(nv) for line in rows(b, v)]
+    shared = _shared_weights(em, array, base, (nb, nk, nc), (s_batch, s_row, s_col))
+    if shared is not None:
+        # In the lanes, while the lane group holds one row of shared parameters, the same loops
+        # read the weights from it as scalars (lane_traits.hpp: shared_param_row), each
+        # broadcast once, instead of from the lanes' W copies: the same values, so the same bits.
+        scalar_loops = [line for b in range(nb) for v in range(nv)
+                        for line in rows(b, v, lambda index: f"T(ps[{index}])", shared)]
+        loops = ["if (const auto* ps = shoal::shared_param_row<Model, T>()) {",
+                 *(f"  {line}" for line in scalar_loops), "} else {",
+                 *(f"  {line}" for line in loops), "}"]
+    em.lines += loops
     return _product(em, res, (nb, nk, nv), block_is_lhs, out_dtype, out_shape)
+
+
+def _shared_weights(em, array: str, base: int, shape, strides) -> int | None:
+    """The index of the first shared parameter when the block's elements all are shared
+    parameters of the function that runs in the lanes (em.shared_params: its [first, end) range
+    of p), else None."""
+    if array != "p" or em.shared_params is None:
+        return None
+    low = base + sum(min(0, (n - 1) * s) for n, s in zip(shape, strides, strict=True))
+    high = base + sum(max(0, (n - 1) * s) for n, s in zip(shape, strides, strict=True))
+    first, end = em.shared_params
+    return first if first <= low and high < end else None

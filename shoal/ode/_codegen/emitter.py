@@ -52,6 +52,9 @@ class Emitter:
         # Whether a scatter at run-time indices may write a local array at the computed index
         # (scatters.py): only for functions that run on the scalar path (the adjoint's vjps).
         self.indexed_writes = False
+        # The [first, end) range of p holding shared parameters, while emitting the function
+        # that runs in SIMD lanes (the rhs; model_struct.generate); None otherwise.
+        self.shared_params: tuple[int, int] | None = None
 
     def fresh(self, prefix="v") -> str:
         self._count += 1

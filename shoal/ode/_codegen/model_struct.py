@@ -131,6 +131,7 @@ def generate(f, n_vars: int, params: int | ParamLayout, dtype,
                 consts.append(const_sym(np.asarray(c)))
         # Only the adjoint's products run on the scalar path alone: indexed writes (scatters.py).
         em.indexed_writes = kind in (*_VJP_NAMES.values(), "jvp_vjp")
+        em.shared_params = (layout.n_own, n_params) if kind == "rhs" and n_shared else None
         # Every function reads the layout's parameters as p; a vjp its whole q (vjp.py).
         reads = (closed.in_avals[2].shape[0] if kind in (*_VJP_NAMES.values(), "jvp_vjp")
                  else layout.n_params)
@@ -220,9 +221,11 @@ TABLE_FUNCTIONS = frozenset({"pick", "gather", "search_sorted", "search_sorted_n
 # or a product with a block of parameters (contractions.py: loops over i and j), indexes with the
 # same i and j in every lane.
 _LANE_NAMES = frozenset({"const", "T", "y", "t", "p", "dy", "bool", "for", "int", "i", "j",
+                         # weights read as scalars (contractions._dot_block)
+                         "if", "else", "auto", "ps", "shoal", "shared_param_row", "Model",
                          *LANE_FUNCTIONS, *INTEGER_TYPES, *TABLE_FUNCTIONS,
                          "ULL", "LL"})  # integer literals' suffixes (cpp.literal)
-_LANE_OPERATORS = frozenset("+-*/()[]=;,.<>!&|%^~{}")
+_LANE_OPERATORS = frozenset("+-*/()[]=;,.<>!&|%^~{}:")
 _TOKEN = re.compile(r"[A-Za-z_]\w*|\d[\d.]*(?:[eE][+-]?\d+)?|\S")
 # What a subscript may hold in the lanes: a constant, or an elementwise loop's index (the same in
 # every lane); a run-time index reads through gather().
