@@ -4,7 +4,9 @@ Compiles exactly what the CUDA lowering compiles (tests/cuda/test_nvrtc.py's var
 Rodas5P fp64/fp32 LU, dense and sparse, with sensitivities) with ``-Xptxas=-v``; needs NVRTC,
 no GPU. ``--real`` adds real-sized models: the DISCO-EB-sized Boltzmann model of
 benchmarks/_boltzmann_like.py (72 variables, three spline tables) with Tsit5 and with Rodas5P,
-dense and sparse (its detected pattern, AMD ordering). ``--only`` picks cases by name.
+dense and sparse (its detected pattern, AMD ordering), and a 32-variable kinetics model reading
+1 120 parameters with Rodas5P (tests/codegen/test_param_contractions.py's, which once failed to
+launch on an H200 for its stack). ``--only`` picks cases by name.
 
 Stack and spills are the kernel's with its callees (ptxas's cumulative stack size, spill stores
 summed over every function it compiled): device code keeps some functions out of line.
@@ -28,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 def _real_cases() -> dict:
     """name -> (f, n_vars, n_params, Variant) for the real-sized models."""
+    import jax.numpy as jnp
     import numpy as np
 
     from benchmarks import _boltzmann_like as boltzmann
@@ -38,7 +41,12 @@ def _real_cases() -> dict:
     n, n_params = boltzmann.N_VARS, boltzmann.N_PARAMS
     pattern = detect_pattern(boltzmann.rhs, n, n_params, np.float64) | np.eye(n, dtype=bool)
     sparse = dict(sparsity=SparsityPattern(pattern), ordering=Ordering.AMD)
+    def kinetics(y, t, p):  # rates from a 32 × 3 parameter table, mixed by a 32 × 32 matrix
+        w, s = p[:96].reshape(32, 3), p[96:].reshape(32, 32)
+        return s @ (w[:, 0] * jnp.exp(-w[:, 1] / (1.0 + y**2))) - w[:, 2] * y
+
     return {
+        "kinetics_rodas5p": (kinetics, 32, 96 + 32 * 32, Variant(Method.RODAS5P)),
         "boltzmann_tsit5": (boltzmann.rhs, n, n_params, Variant(Method.TSIT5)),
         "boltzmann_rodas5p": (boltzmann.rhs, n, n_params, Variant(Method.RODAS5P)),
         "boltzmann_sparse": (boltzmann.rhs, n, n_params, Variant(Method.RODAS5P, **sparse)),

@@ -83,7 +83,7 @@ SHOAL_HD const typename SharedParamScalar<T>::type* shared_param_row() {
 // what the lanes compute (while loops, searches in run-time tables, libm functions): each lane runs
 // exactly the scalar statements. Defined in simd/lanes.hpp; generated models call it from the
 // lanes branch of their rhs (shoal/ode/_codegen/model_struct.py).
-template <class Model, class V>
-void rhs_per_lane(const V* y, const V& t, const V* p, V* dy);
+template <class Model, class V, class Params>
+void rhs_per_lane(const V* y, const V& t, const Params& p, V* dy);
 
 }  // namespace shoal

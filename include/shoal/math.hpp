@@ -167,9 +167,10 @@ SHOAL_INLINE bool lt_total(const S& a, const S& b) {
   return a == a && (b != b || a < b);
 }
 // jnp.searchsorted over a sorted table of n entries: how many entries are below x (right: not
-// above x), in the total order. A binary search, so a model's source does not grow with n.
-template <class S, class Q>
-SHOAL_INLINE int64_t search_sorted(const S* table, int64_t n, const Q& x, bool right) {
+// above x), in the total order. A binary search, so a model's source does not grow with n. The
+// table is anything indexable: an array, or parameters read in place (ad/param_reads.hpp).
+template <class Table, class Q>
+SHOAL_INLINE int64_t search_sorted(const Table& table, int64_t n, const Q& x, bool right) {
   int64_t lo = 0, hi = n;
   while (lo < hi) {
     const int64_t mid = lo + (hi - lo) / 2;
@@ -188,8 +189,8 @@ SHOAL_INLINE int64_t search_sorted(const S* table, int64_t n, const Q& x, bool r
 // the answer is within one entry of ceil(position) and two comparisons confirm it or move it
 // by one: O(1) instead of log2(n) dependent loads. Any disagreement (a NaN query or position)
 // falls back to the binary search: the result is always exactly search_sorted's.
-template <class S, class Q>
-SHOAL_INLINE int64_t search_sorted_near(const S* table, int64_t n, const Q& x, bool right,
+template <class Table, class Q>
+SHOAL_INLINE int64_t search_sorted_near(const Table& table, int64_t n, const Q& x, bool right,
                                         double position) {
   // Whether entry i counts as below x (the binary search's test).
   const auto below = [&](int64_t i) {

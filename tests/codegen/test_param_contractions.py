@@ -223,6 +223,8 @@ def test_kinetics_with_parameter_tables_in_the_lanes(method):
                            n, 3 * n + n * n, np.float64)
     assert model.lane_arithmetic and "p[1 + i * 3]" in model.source
     assert "for (int j = 1;" in model.source
+    # Its Jacobian sweeps read the parameters in place (ad/param_reads.hpp), not a dual copy.
+    assert "static constexpr bool params_in_place = true;" in model.source
     y0 = _RNG.normal(size=(9, n))
     ts = jnp.linspace(0.0, 2.0, 4)
 

@@ -2,10 +2,12 @@
 //
 // The n state directions and the time direction are seeded together, Chunk at a time, so a
 // 3-variable model needs a single sweep of Dual<T, 4> that returns f (the primal), the whole
-// Jacobian and the time derivative at once.
+// Jacobian and the time derivative at once. The parameters are constants, read in place
+// (param_reads.hpp).
 #pragma once
 
 #include "shoal/ad/dual.hpp"
+#include "shoal/ad/param_reads.hpp"
 #include "shoal/config.hpp"
 
 namespace shoal {
@@ -15,17 +17,14 @@ namespace ad {
 template <class Model, class T, class S, int Chunk = 16>
 SHOAL_HD void rhs_and_jacobian(const T* y, const T& t, const T* p, T* f, S* jac, T* ft) {
   constexpr int n = Model::n_vars;
-  constexpr int np = Model::n_params;
   constexpr int directions = n + 1;  // y_0 … y_{n-1}, then t
   constexpr int C = Chunk < directions ? Chunk : directions;
   using D = Dual<T, C>;
   for (int first = 0; first < directions; first += C) {
     D yd[n], out[n];
-    D pd[np > 0 ? np : 1];
     for (int j = 0; j < n; ++j) yd[j] = variable<T, C>(y[j], j - first);
-    for (int j = 0; j < np; ++j) pd[j] = D(p[j]);
     const D td = variable<T, C>(t, n - first);
-    Model::template rhs<D>(yd, td, pd, out);
+    apply_reading<Model, RhsMap>(yd, td, param_reads<D>(ConstantReader<T>{p}), out);
     for (int i = 0; i < n; ++i) {
       if (first == 0) f[i] = out[i].v;
       for (int k = 0; k < C && first + k < directions; ++k) {

@@ -13,6 +13,7 @@
 #pragma once
 
 #include "shoal/ad/dual.hpp"
+#include "shoal/ad/param_reads.hpp"
 #include "shoal/config.hpp"
 #include "shoal/ode/model_traits.hpp"
 #include "shoal/ode/sensitivity.hpp"
@@ -33,25 +34,21 @@ struct DirectionalSensitivity
   static constexpr int n_params = Base::n_params * (1 + M);
   static constexpr int n_shared = n_base_shared * (1 + M);
 
-  // Seeds y with the columns of S and the base parameters with their directions.
-  template <class D, class V>
-  SHOAL_HD static void seed(const V* y, const V* S, const V* p, D* yd, D* pd) {
-    for (int j = 0; j < n_base; ++j) {
-      yd[j] = D(y[j]);
-      for (int k = 0; k < M; ++k) yd[j].d[k] = S[k * n_base + j];
+  // Base parameter j (own, then shared) as a D with its M directions.
+  template <class V>
+  struct Reader {
+    const V* p;
+    template <class D>
+    SHOAL_HD D read(int64_t j) const {
+      // Each block is [values (m), directions (M × m)]: own first, then shared.
+      const bool own = j < n_base_own;
+      const V* block = own ? p : p + n_base_own * (1 + M);
+      const int64_t m = own ? n_base_own : n_base_shared, at = own ? j : j - n_base_own;
+      D x(block[at]);
+      for (int k = 0; k < M; ++k) x.d[k] = block[m + k * m + at];
+      return x;
     }
-    const V* own_dir = p + n_base_own;
-    const V* shared = p + n_base_own * (1 + M);
-    const V* shared_dir = shared + n_base_shared;
-    for (int j = 0; j < n_base_own; ++j) {
-      pd[j] = D(p[j]);
-      for (int k = 0; k < M; ++k) pd[j].d[k] = own_dir[k * n_base_own + j];
-    }
-    for (int j = 0; j < n_base_shared; ++j) {
-      pd[n_base_own + j] = D(shared[j]);
-      for (int k = 0; k < M; ++k) pd[n_base_own + j].d[k] = shared_dir[k * n_base_shared + j];
-    }
-  }
+  };
 
   template <class T>
   SHOAL_HD static void rhs(const T* z, const T& t, const T* p, T* dz) {

@@ -13,6 +13,7 @@
 #pragma once
 
 #include "shoal/ad/dual.hpp"
+#include "shoal/ad/param_reads.hpp"
 #include "shoal/config.hpp"
 #include "shoal/ode/rosenbrock.hpp"
 #include "shoal/ode/sensitivity.hpp"
@@ -72,18 +73,22 @@ struct JointSystem {
     }
 
    private:
+    // The parameters as the nested sweeps read them: the inner sweep's seeds, outer tangent 0.
+    SHOAL_HD static auto nested_params(const T* p) {
+      using InnerReader = typename SensModel::template Reader<T>;
+      return ad::param_reads<Outer>(ad::NestedReader<Inner, InnerReader>{InnerReader{p}});
+    }
+
     // F (joint) and its t-derivative at (t, z) from one nested sweep with the outer direction on
     // t.
     SHOAL_HD static void joint_rhs_and_dt(const T* z, const T& t, const T* p, T* F, T* Ft) {
       Outer yd[n_base], out[n_base];
-      Outer pd[np > 0 ? np : 1];
-      Inner yi[n_base], pi[np > 0 ? np : 1];
-      SensModel::template seed<Inner, T>(z, z + n_base, p, yi, pi);
+      Inner yi[n_base];
+      SensModel::template seed<Inner, T>(z, z + n_base, yi);
       for (int j = 0; j < n_base; ++j) yd[j] = Outer(yi[j]);
-      for (int j = 0; j < np; ++j) pd[j] = Outer(pi[j]);
       Outer td = Outer(Inner(t));
       td.d[0] = Inner(T(1));
-      Base::template rhs<Outer>(yd, td, pd, out);
+      ad::apply_reading<Base, ad::RhsMap>(yd, td, nested_params(p), out);
       for (int i = 0; i < n_base; ++i) {
         F[i] = out[i].v.v;
         Ft[i] = out[i].d[0].v;
@@ -97,15 +102,13 @@ struct JointSystem {
     // Lk[c*n_base + i] = (L_c k_y)_i at the step's start z0.
     SHOAL_HD static void coupling(const T* z0, const T& t, const T* p, const T* ky, T* Lk) {
       Outer yd[n_base], out[n_base];
-      Outer pd[np > 0 ? np : 1];
-      Inner yi[n_base], pi[np > 0 ? np : 1];
-      SensModel::template seed<Inner, T>(z0, z0 + n_base, p, yi, pi);
+      Inner yi[n_base];
+      SensModel::template seed<Inner, T>(z0, z0 + n_base, yi);
       for (int j = 0; j < n_base; ++j) {
         yd[j] = Outer(yi[j]);
         yd[j].d[0] = Inner(ky[j]);
       }
-      for (int j = 0; j < np; ++j) pd[j] = Outer(pi[j]);
-      Base::template rhs<Outer>(yd, Outer(Inner(t)), pd, out);
+      ad::apply_reading<Base, ad::RhsMap>(yd, Outer(Inner(t)), nested_params(p), out);
       for (int c = 0; c < m; ++c) {
         for (int i = 0; i < n_base; ++i) Lk[c * n_base + i] = out[i].d[0].d[c];
       }

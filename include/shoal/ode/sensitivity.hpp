@@ -15,6 +15,7 @@
 #pragma once
 
 #include "shoal/ad/dual.hpp"
+#include "shoal/ad/param_reads.hpp"
 #include "shoal/config.hpp"
 #include "shoal/ode/model_traits.hpp"
 
@@ -26,12 +27,11 @@ namespace ode {
 template <class SensModel, class T>
 SHOAL_HD void sensitivity_rhs(const T* z, const T& t, const T* p, T* dz) {
   using Base = typename SensModel::BaseModel;
-  constexpr int n_base = Base::n_vars, n_sens = SensModel::n_sens, np = Base::n_params;
+  constexpr int n_base = Base::n_vars, n_sens = SensModel::n_sens;
   using D = ad::Dual<T, n_sens>;
   D yd[n_base], out[n_base];
-  D pd[np > 0 ? np : 1];
-  SensModel::template seed<D, T>(z, z + n_base, p, yd, pd);
-  Base::template rhs<D>(yd, D(t), pd, out);
+  SensModel::template seed<D, T>(z, z + n_base, yd);
+  ad::apply_reading<Base, ad::RhsMap>(yd, D(t), SensModel::template param_reads<D>(p), out);
   for (int i = 0; i < n_base; ++i) {
     dz[i] = out[i].v;
     for (int k = 0; k < n_sens; ++k) dz[n_base * (1 + k) + i] = out[i].d[k];
@@ -45,13 +45,12 @@ SHOAL_HD void sensitivity_rhs(const T* z, const T& t, const T* p, T* dz) {
 template <class SensModel, class Map, class T>
 SHOAL_HD void sensitivity_map(const T* z, const T& t, const T* p, T* out) {
   using Base = typename SensModel::BaseModel;
-  constexpr int n_base = Base::n_vars, n_sens = SensModel::n_sens, np = Base::n_params;
+  constexpr int n_base = Base::n_vars, n_sens = SensModel::n_sens;
   constexpr int K = Map::template size<Base>();
   using D = ad::Dual<T, n_sens>;
   D yd[n_base], res[K];
-  D pd[np > 0 ? np : 1];
-  SensModel::template seed<D, T>(z, z + n_base, p, yd, pd);
-  Map::template apply<Base, D>(yd, D(t), pd, res);
+  SensModel::template seed<D, T>(z, z + n_base, yd);
+  ad::apply_reading<Base, Map>(yd, D(t), SensModel::template param_reads<D>(p), res);
   for (int i = 0; i < K; ++i) {
     out[i] = res[i].v;
     for (int k = 0; k < n_sens; ++k) out[K * (1 + k) + i] = res[i].d[k];
@@ -63,8 +62,8 @@ struct JumpMap {
   SHOAL_HD static constexpr int size() {
     return Base::n_vars;
   }
-  template <class Base, class D>
-  SHOAL_HD static void apply(const D* y, const D& t, const D* p, D* out) {
+  template <class Base, class D, class Params>
+  SHOAL_HD static void apply(const D* y, const D& t, const Params& p, D* out) {
     Base::template jump<D>(y, t, p, out);
   }
 };
@@ -74,8 +73,8 @@ struct SaveMap {
   SHOAL_HD static constexpr int size() {
     return n_saved<Base>();
   }
-  template <class Base, class D>
-  SHOAL_HD static void apply(const D* y, const D& t, const D* p, D* out) {
+  template <class Base, class D, class Params>
+  SHOAL_HD static void apply(const D* y, const D& t, const Params& p, D* out) {
     Base::template save<D>(y, t, p, out);
   }
 };
@@ -88,6 +87,22 @@ struct SensitivityMembers {
   static constexpr bool has_jump = ode::has_jump<Base>();
   static constexpr bool has_event = ode::has_event<Base>();
   static constexpr int n_saved = ode::n_saved<Base>() * (1 + NSens);
+
+  // Seeds the duals of y: direction k = column k of S (the n × NSens block, column-major in the
+  // columns). D's value type V may itself be a dual.
+  template <class D, class V>
+  SHOAL_HD static void seed(const V* y, const V* S, D* yd) {
+    constexpr int n = Base::n_vars;
+    for (int j = 0; j < n; ++j) {
+      yd[j] = D(y[j]);
+      for (int k = 0; k < NSens; ++k) yd[j].d[k] = S[k * n + j];
+    }
+  }
+  // The base model's parameters as a sweep along the columns reads them (SensModel::Reader).
+  template <class D, class V>
+  SHOAL_HD static auto param_reads(const V* p) {
+    return ad::param_reads<D>(typename SensModel::template Reader<V>{p});
+  }
 
   template <class T>
   SHOAL_HD static void jump(const T* z, const T& t, const T* p, T* out) {
@@ -124,19 +139,17 @@ struct Sensitivity
   static constexpr int n_vars = n_base * (1 + n_sens);
   static_assert(n_sens > 0, "a sensitivity model needs at least one column");
 
-  // Seeds the duals of y (direction k = column k of S) and p (direction of its parameter column).
-  // D's value type V may itself be a dual; `S` points at the n*n_sens sensitivity block.
-  template <class D, class V>
-  SHOAL_HD static void seed(const V* y, const V* S, const V* p, D* yd, D* pd) {
-    for (int j = 0; j < n_base; ++j) {
-      yd[j] = D(y[j]);
-      for (int k = 0; k < n_sens; ++k) yd[j].d[k] = S[k * n_base + j];
+  // Parameter j as a D: direction n_y0_cols + j − ParamBegin for a differentiated one.
+  template <class V>
+  struct Reader {
+    const V* p;
+    template <class D>
+    SHOAL_HD D read(int64_t j) const {
+      D x(p[j]);
+      if (ParamBegin <= j && j < ParamEnd) x.d[n_y0_cols + j - ParamBegin] = V(1);
+      return x;
     }
-    for (int j = 0; j < n_params; ++j) {
-      pd[j] = D(p[j]);
-      if (ParamBegin <= j && j < ParamEnd) pd[j].d[n_y0_cols + j - ParamBegin] = V(1);
-    }
-  }
+  };
 
   template <class T>
   SHOAL_HD static void rhs(const T* z, const T& t, const T* p, T* dz) {

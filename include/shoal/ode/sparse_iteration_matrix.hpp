@@ -11,6 +11,7 @@
 #pragma once
 
 #include "shoal/ad/dual.hpp"
+#include "shoal/ad/param_reads.hpp"
 #include "shoal/config.hpp"
 #include "shoal/ode/mass.hpp"
 
@@ -20,7 +21,6 @@ namespace ode {
 template <class Model, class Structure, class LuScalar, int Chunk = 16>
 struct SparseIterationMatrix {
   static constexpr int n = Model::n_vars;
-  static constexpr int np = Model::n_params;
   static_assert(Structure::n == Model::n_vars, "sparse structure built for another model size");
   LuScalar a[Structure::nnz];
 
@@ -32,11 +32,10 @@ struct SparseIterationMatrix {
     using D = ad::Dual<T, C>;
     for (int first = 0; first < directions; first += C) {
       D yd[n], out[n];
-      D pd[np > 0 ? np : 1];
       for (int j = 0; j < n; ++j) yd[j] = ad::variable<T, C>(y[j], Structure::colour(j) - first);
-      for (int j = 0; j < np; ++j) pd[j] = D(p[j]);
       const D td = ad::variable<T, C>(t, Structure::n_colours - first);
-      Model::template rhs<D>(yd, td, pd, out);
+      ad::apply_reading<Model, ad::RhsMap>(yd, td, ad::param_reads<D>(ad::ConstantReader<T>{p}),
+                                           out);
       for (int i = 0; i < n; ++i) {
         if (first == 0) f0[i] = out[i].v;
         for (int k = 0; k < C && first + k < directions; ++k) {

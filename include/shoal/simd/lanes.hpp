@@ -394,8 +394,8 @@ struct IsLaneInt<simd::LaneMask<S, W>> {
   static constexpr bool value = true;
 };
 
-template <class Model, class V>
-void rhs_per_lane(const V* y, const V& t, const V* p, V* dy) {
+template <class Model, class V, class Params>
+void rhs_per_lane(const V* y, const V& t, const Params& p, V* dy) {
   constexpr int n = Model::n_vars, np = Model::n_params > 0 ? Model::n_params : 1;
   using S = typename LaneTraits<V>::Scalar;
   for (int l = 0; l < lane_count<V>(); ++l) {

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "shoal/ad/dual.hpp"
+#include "shoal/ad/param_reads.hpp"
 #include "shoal/math.hpp"
 #include "shoal/simd/lanes.hpp"
 
@@ -180,6 +181,13 @@ R gather(const E* array, const IntLanes<I, S, W>& i) {
     return r;
   }
 }
+// Parameters read in place (ad/param_reads.hpp) at an index per lane: lane l of entry i[l].
+template <class R, class D, class Reader, class I, class S, int W>
+R gather(const ad::ParamReads<D, Reader>& array, const IntLanes<I, S, W>& i) {
+  R r;
+  for (int l = 0; l < W; ++l) simd::set_lane(r, l, simd::lane(array[i.v[l]], l));
+  return r;
+}
 // Entry e of a searched table as lane l sees it: a constant table's entry itself; a run-time
 // table's (parameters: each lane its own, maybe dual numbers) lane l of its primal value.
 template <class Q, class E>
@@ -195,8 +203,8 @@ Q table_entry(const E& e, int l) {
 // jnp.searchsorted in the lanes: in every lane the scalar search's count (math.hpp), found by the
 // same steps. Whether table[i] counts as below x (math::search_sorted's test, lax's total
 // order), lane by lane; i must be a valid index in every lane.
-template <class E, class Q, int W>
-LaneMask<Q, W> below_in_table(const E* table, const IntLanes<int64_t, Q, W>& i,
+template <class Table, class Q, int W>
+LaneMask<Q, W> below_in_table(const Table& table, const IntLanes<int64_t, Q, W>& i,
                               const Lanes<Q, W>& x, bool right) {
   Lanes<Q, W> v;
   for (int l = 0; l < W; ++l) v.v[l] = table_entry<Q>(table[i.v[l]], l);
@@ -207,8 +215,8 @@ LaneMask<Q, W> below_in_table(const E* table, const IntLanes<int64_t, Q, W>& i,
 // The binary search of math::search_sorted, every lane stepping together: a lane whose interval
 // is empty keeps it (its reads are at a clamped index and unused), so each lane takes the
 // scalar's steps and ends where the scalar ends.
-template <class E, class Q, int W>
-IntLanes<int64_t, Q, W> search_sorted(const E* table, int64_t n, const Lanes<Q, W>& x,
+template <class Table, class Q, int W>
+IntLanes<int64_t, Q, W> search_sorted(const Table& table, int64_t n, const Lanes<Q, W>& x,
                                       bool right) {
   using IL = IntLanes<int64_t, Q, W>;
   IL lo(0), hi(n);
@@ -226,8 +234,8 @@ IntLanes<int64_t, Q, W> search_sorted(const E* table, int64_t n, const Lanes<Q, 
 // math::search_sorted_near in the lanes: the guess g from the position, then the first k of
 // g − 1, g, g + 1 (within [0, n]) that the table confirms, from four reads per lane; a lane none
 // confirms (a NaN query or position) takes the scalar binary search, as the scalar does.
-template <class E, class Q, int W>
-IntLanes<int64_t, Q, W> search_sorted_near(const E* table, int64_t n, const Lanes<Q, W>& x,
+template <class Table, class Q, int W>
+IntLanes<int64_t, Q, W> search_sorted_near(const Table& table, int64_t n, const Lanes<Q, W>& x,
                                            bool right, const Lanes<double, W>& position) {
   using IL = IntLanes<int64_t, Q, W>;
   using D = Lanes<double, W>;

@@ -24,8 +24,10 @@ the rule its primitive maps to in ``rules``:
   values become C++ loops over mutable carries (``control_flow``, ``loops``), and ``lax.cond``
   evaluates every branch and selects.
 
-The result (``model_struct``) is ``template <class T> static void rhs(const T* y, const T& t,
-const T* p, T* dy)``, instantiable with float, double, dual numbers or a sparsity tracer.
+The result (``model_struct``) is ``template <class T, class Params = const T*> static void
+rhs(const T* y, const T& t, Params p, T* dy)``, instantiable with float, double, dual numbers or a
+sparsity tracer; ``p`` is a pointer or, in a dual sweep, the parameters read in place
+(include/shoal/ad/param_reads.hpp).
 """
 
 from shoal.ode._codegen.contractions import DOT_TABLE_THRESHOLD as DOT_TABLE_THRESHOLD

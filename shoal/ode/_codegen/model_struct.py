@@ -78,11 +78,15 @@ def generate_model(f, n_vars: int, params: int | ParamLayout, dtype,
 
 
 # The C++ signature of each compiled function and the name of its output array.
+# f, jump, save and event take their parameters as any indexable `Params` (a pointer, or a dual
+# sweep's parameters read in place: include/shoal/ad/param_reads.hpp); the vector-Jacobian
+# products read p and their cotangents from one array.
+_PARAMS_IN_PLACE = "template <class T, class Params = const T*>"
 _SIGNATURES = {
-    "rhs": "rhs(const T* y, const T& t, const T* p, T* dy)",
-    "jump": "jump(const T* y, const T& t, const T* p, T* out)",
-    "save": "save(const T* y, const T& t, const T* p, T* out)",
-    "event": "event(const T* y, const T& t, const T* p, T* out)",
+    "rhs": "rhs(const T* y, const T& t, Params p, T* dy)",
+    "jump": "jump(const T* y, const T& t, Params p, T* out)",
+    "save": "save(const T* y, const T& t, Params p, T* out)",
+    "event": "event(const T* y, const T& t, Params p, T* out)",
     "vjp": "vjp(const T* y, const T& t, const T* p, T* out)",
     "jump_vjp": "jump_vjp(const T* y, const T& t, const T* p, T* out)",
     "save_vjp": "save_vjp(const T* y, const T& t, const T* p, T* out)",
@@ -163,7 +167,7 @@ def generate(f, n_vars: int, params: int | ParamLayout, dtype,
                           *("  " + line for line in statements),
                           "    }"]
         members += [
-            "  template <class T>",
+            "  " + (_PARAMS_IN_PLACE if "Params" in _SIGNATURES[kind] else "template <class T>"),
             f"  SHOAL_HD static void {_SIGNATURES[kind]} {{",
             *statements,
             "  }",
@@ -180,6 +184,7 @@ def generate(f, n_vars: int, params: int | ParamLayout, dtype,
             "struct Model {",
             f"  static constexpr int n_vars = {n_vars};",
             f"  static constexpr int n_params = {n_params};",
+            "  static constexpr bool params_in_place = true;",
             *([f"  static constexpr int n_shared = {n_shared};"] if n_shared else []),
             *([f"  static constexpr int n_saved = {int(np.prod(saved_shape))};"]
               if saved_shape is not None else []),

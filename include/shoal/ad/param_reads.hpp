@@ -1,0 +1,106 @@
+// Parameters read in place by a dual-number sweep, instead of copied into an array of duals.
+//
+// A Jacobian sweep runs the model on duals: y seeded, p constants (zero tangents), or p's
+// differentiated entries seeded (forward sensitivities). Copying all n_params entries into
+// duals before every sweep costs n_params × (1 + directions) stores whether f reads them or
+// not: for a 32-variable model mixing its rates by a 32 × 32 parameter matrix under Rodas5P,
+// about a third of the solve; on the GPU the copy is per-thread local memory (1 120 parameters
+// in 16-direction duals of doubles: 152 KB a thread, too much to launch on an H200). A
+// ParamReads is what the model indexes instead: entry k is made as a D when it is read, by a
+// Reader that says what parameter j is (ConstantReader: D(p[j]); sensitivity.hpp and
+// directional_sensitivity.hpp seed their columns). It supports what generated code does with
+// `p`: `p[k]`, `(p + k)`, gather<R>(p + k, i) (here and simd/lanes_math.hpp) and the table
+// searches (math.hpp), so the same statements run, with the same values, hence the same bits.
+//
+// A generated model takes any such `Params` (`template <class T, class Params = const T*>`)
+// and says so with `static constexpr bool params_in_place = true`; a hand-written model that
+// takes `const T* p` gets the copy, as before (apply_reading).
+#pragma once
+
+#include "shoal/config.hpp"
+
+namespace shoal {
+namespace ad {
+
+// Parameter j as a constant D (zero tangents).
+template <class P>
+struct ConstantReader {
+  const P* p;
+  template <class D>
+  SHOAL_HD D read(int64_t j) const {
+    return D(p[j]);
+  }
+};
+
+// Parameter j as a D, read from another reader as an Inner: duals nested over the inner
+// sweep's seeds (rosenbrock_joint.hpp's second-order sweeps).
+template <class Inner, class Reader>
+struct NestedReader {
+  Reader inner;
+  template <class D>
+  SHOAL_HD D read(int64_t j) const {
+    return D(inner.template read<Inner>(j));
+  }
+};
+
+// What a model's `p` is inside a dual sweep: entry k (parameter at + k) made by the reader.
+template <class D, class Reader>
+struct ParamReads {
+  Reader reader;
+  int64_t at;
+  SHOAL_HD D operator[](int64_t k) const { return reader.template read<D>(at + k); }
+  SHOAL_HD ParamReads operator+(int64_t k) const { return {reader, at + k}; }
+};
+
+template <class D, class Reader>
+SHOAL_HD ParamReads<D, Reader> param_reads(const Reader& reader) {
+  return {reader, 0};
+}
+
+// A table read at a run-time index (math::gather's form for parameters read in place).
+template <class R, class D, class Reader, class I>
+SHOAL_INLINE R gather(const ParamReads<D, Reader>& array, const I& i) {
+  return R(array[static_cast<int64_t>(i)]);
+}
+
+namespace detail {
+template <class Model>
+SHOAL_HD constexpr auto params_in_place_of(int) -> decltype(Model::params_in_place) {
+  return Model::params_in_place;
+}
+template <class Model>
+SHOAL_HD constexpr bool params_in_place_of(long) {
+  return false;
+}
+}  // namespace detail
+
+// Whether Model's rhs, jump and save take a ParamReads as their p (generated models).
+template <class Model>
+SHOAL_HD constexpr bool reads_params_in_place() {
+  return detail::params_in_place_of<Model>(0);
+}
+
+// The model's rhs as a Map (the form sensitivity.hpp's jump and save maps have).
+struct RhsMap {
+  template <class Model, class D, class Params>
+  SHOAL_HD static void apply(const D* y, const D& t, const Params& p, D* out) {
+    Model::template rhs<D>(y, t, p, out);
+  }
+};
+
+// Map's function of Model at (y, t) with its parameters as `params` reads them: in place where
+// the model takes that, else copied into an array of D first.
+template <class Model, class Map, class D, class Reader>
+SHOAL_HD void apply_reading(const D* y, const D& t, const ParamReads<D, Reader>& params, D* out) {
+  if constexpr (reads_params_in_place<Model>()) {
+    Map::template apply<Model, D>(y, t, params, out);
+  } else {
+    constexpr int np = Model::n_params;
+    D pd[np > 0 ? np : 1];
+    for (int j = 0; j < np; ++j) pd[j] = params[j];
+    Map::template apply<Model, D>(y, t, static_cast<const D*>(pd), out);
+  }
+}
+
+}  // namespace ad
+}  // namespace shoal
