@@ -7,10 +7,13 @@ a vector of rates per state). Read the wrong way it still runs, and answers the 
 state. So the reading is decided by ``f`` itself: each such leaf is traced both ways, and
 
 - the one reading under which ``f`` returns y's shape is taken;
-- if ``f`` accepts both and the leaf is a vector ``(N,)`` (a rate per member, or a vector of N
-  entries that every member reads whole), the call is refused, naming the leaves and the
-  ``params_axes`` that settles it; a leaf with more axes ``(N, ...)`` that f accepts both ways
-  (a schedule it reduces over) is per member, as its rows suggest;
+- if ``f`` accepts both and the leaf is in doubt, the call is refused, naming the leaves and the
+  ``params_axes`` that settles it. In doubt: a vector ``(N,)`` (a rate per member, or a vector of
+  N entries that every member reads whole), and a leaf with N among its other axes too (an
+  ``(N, N)`` matrix: ``s @ rates`` reads a row per member as readily as the whole matrix, and a
+  row times a vector is a scalar that broadcasts to y's shape). Any other leaf with more axes
+  ``(N, K, ...)`` that f accepts both ways (a schedule it reduces over) is per member, as its
+  rows suggest;
 - if it accepts neither, the per-member reading's trace error is raised, with the reading
   spelled out as ``params_axes`` (``Reading.describe``);
 - a leaf no function reads (a dict carried over from another solve) is read per member: it
@@ -61,28 +64,37 @@ class Reading:
 
 
 def resolve(paths, treedef, axes, n_traj: int, accepts: Callable, reads: Callable,
-            ndims) -> list:
+            shapes) -> list:
     """The axes to read the leaves with. ``axes``: the shape rule's reading (0 for every leaf
     with leading length N); ``accepts(axes)``: None when f traces under that reading, else
     why not; ``reads(axes, i)``: whether f reads leaf i at all (one it never reads means the
-    same either way); ``ndims``: each leaf's number of axes."""
+    same either way); ``shapes``: each leaf's shape."""
     candidates = [i for i, a in enumerate(axes) if a == 0]
 
     def flipped(chosen):
         return [None if i in chosen else a for i, a in enumerate(axes)]
 
+    def in_doubt(i):  # a vector (N,), or a leaf with N among its other axes
+        return len(shapes[i]) == 1 or n_traj in tuple(shapes[i])[1:]
+
     per_member_error = accepts(axes)
-    # Where the per-member reading works, only vectors are in doubt: a matrix with N rows that
-    # f reads whole and row by row alike (a schedule it reduces over) stays per member.
+    # Where the per-member reading works, only leaves in doubt are questioned: a matrix with N
+    # rows that f reads whole and row by row alike (a schedule it reduces over) stays per member.
     also_shared = [i for i in candidates
-                   if (per_member_error is not None or (ndims[i] == 1 and reads(axes, i)))
+                   if (per_member_error is not None or (in_doubt(i) and reads(axes, i)))
                    and accepts(flipped({i})) is None]
     if per_member_error is None and not also_shared:
         return list(axes)
     if per_member_error is None or len(also_shared) > 1:
         _refuse(paths, treedef, axes, n_traj, also_shared or candidates)
-    if also_shared:  # f accepts exactly one of the leaves as shared, and no other reading
-        return flipped(set(also_shared))
+    if also_shared:  # f accepts exactly one of the leaves as shared ...
+        chosen = set(also_shared)
+        # ... and, beside it, none in doubt that it also accepts shared.
+        doubtful = [i for i in candidates if i not in chosen and in_doubt(i)
+                    and reads(flipped(chosen), i) and accepts(flipped(chosen | {i})) is None]
+        if doubtful:
+            _refuse(paths, treedef, flipped(chosen), n_traj, doubtful)
+        return flipped(chosen)
     everything_shared = flipped(set(candidates))
     if len(candidates) > 1 and accepts(everything_shared) is None:
         return everything_shared

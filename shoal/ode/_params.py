@@ -10,7 +10,8 @@ generator turns into plain reads of ``p[k]`` (no code at run time).
 
 Which leaves are per-trajectory: a leaf whose leading axis has the ensemble's length N
 (``y0``'s rows) is one row per trajectory where the model's functions accept it so, and is
-refused where a vector ``(N,)`` could be either (``_param_reading``); any other leaf is shared.
+refused where a vector ``(N,)`` or a leaf with N among its other axes could be either
+(``_param_reading``); any other leaf is shared.
 ``params_axes`` (a pytree prefix of ``params`` of ``0`` or ``None``, like :func:`jax.vmap`'s
 ``in_axes``) says it explicitly. A bare ``(N,)`` array follows the same rule; other bare arrays
 keep their meaning from before pytrees: ``(n_params,)`` for all trajectories, ``(N, n_params)``
@@ -163,7 +164,7 @@ def split(params, params_axes, n_y0: int | None, dtype, accepts=None, reads=None
                 paths, treedef, axes, n_y0,
                 lambda axes: accepts(_layout(treedef, paths, leaves, axes, dtype)),
                 lambda axes, i: reads(_layout(treedef, paths, leaves, axes, dtype), i),
-                [np.ndim(leaf) for leaf in leaves])
+                [np.shape(leaf) for leaf in leaves])
     n_traj = _ensemble_size(paths, leaves, axes, n_y0)
     layout = _layout(treedef, paths, leaves, axes, dtype)
     own = [leaf.reshape(leaf.shape[0], -1).astype(dtype) for leaf, axis in

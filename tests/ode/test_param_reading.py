@@ -103,3 +103,57 @@ def test_a_leaf_no_function_reads_is_never_ambiguous():
     np.testing.assert_allclose(np.asarray(ys[:, -1]),
                                np.exp(-np.asarray(params["rates"]))[:, None] * np.ones((3, 2)),
                                rtol=1e-6)
+
+
+def test_a_square_matrix_of_n_rows_is_in_doubt_and_refused():
+    # y' = -M y - y/10 with M (2, 2) and two members: a row of M per member (M[i] @ y, a scalar
+    # that broadcasts to y's shape) traces as readily as the whole matrix. Both readings run, so
+    # neither is guessed.
+    m = jnp.array([[1.0, 0.5], [0.0, 2.0]])
+
+    def linear(y, t, p):
+        return -(p["m"] @ y) - 0.1 * y
+
+    with pytest.raises(ValueError, match=r"params\['m'\]: leading axis of length 2.*both ways.*"
+                       r"params_axes=\{'m': 0\} \(per member\) or params_axes=\{'m': None\}"):
+        solve(linear, jnp.ones((2, 2)), TS, {"m": m})
+    from scipy.linalg import expm
+
+    ys = solve(linear, jnp.ones((2, 2)), TS, {"m": m}, params_axes={"m": None})
+    np.testing.assert_allclose(np.asarray(ys[:, -1]),
+                               np.tile(expm(-np.asarray(m) - 0.1 * np.eye(2)) @ np.ones(2),
+                                       (2, 1)), rtol=1e-6)
+
+
+def test_a_matrix_in_doubt_beside_a_leaf_only_shared_works_is_refused():
+    # The kinetics of tests/codegen/test_param_contractions.py with as many members as species:
+    # "w" (4, 3) can only be shared (w[:, 0] of a row fails), and "s" (4, 4) then traces both
+    # ways; it was read per member, silently a different model. With 5 members nothing is in
+    # doubt.
+    rng = np.random.default_rng(3)
+    params = {"w": jnp.asarray(rng.uniform(0.5, 1.5, (4, 3))),
+              "s": jnp.asarray(rng.normal(size=(4, 4)) / 4)}
+
+    def kinetics(y, t, p):
+        w = p["w"]
+        return p["s"] @ (w[:, 0] * jnp.exp(-w[:, 1] / (1.0 + y**2))) - w[:, 2] * y
+
+    with pytest.raises(ValueError, match=r"params\['s'\]: leading axis of length 4.*both ways.*"
+                       r"params_axes=\{'s': None, 'w': None\} \(shared\)"):
+        solve(kinetics, jnp.ones((4, 4)), TS, params)
+    five = solve(kinetics, jnp.ones((5, 4)), TS, params)
+    four = solve(kinetics, jnp.ones((4, 4)), TS, params, params_axes={"s": None, "w": None})
+    np.testing.assert_allclose(np.asarray(four), np.asarray(five[:4]), rtol=1e-12)
+
+
+def test_a_schedule_with_other_lengths_stays_per_member():
+    # A (N, K) schedule with K != N that f reduces over: per member, as its rows suggest.
+    doses = jnp.array([[1.0, 2.0, 0.5], [0.25, 0.25, 0.5]])
+
+    def decay_by_total(y, t, p):
+        return -jnp.sum(p["doses"]) * y
+
+    ys = solve(decay_by_total, jnp.ones((2, 2)), TS, {"doses": doses})
+    totals = np.asarray(doses).sum(axis=1)
+    np.testing.assert_allclose(np.asarray(ys[:, -1]), np.exp(-totals)[:, None] * np.ones((2, 2)),
+                               rtol=1e-6)
