@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <type_traits>
 
 #include "shoal/ad/dual.hpp"
 #include "shoal/ad/jacobian.hpp"
@@ -691,6 +693,51 @@ TEST(RhsAndJacobian, AutonomousModelHasZeroTimeDerivative) {
   EXPECT_EQ(jac[1], 1.0);
   EXPECT_EQ(jac[2], -3 * 1.5 * 1.5);
   EXPECT_EQ(jac[3], 0.0);
+}
+
+// Nested duals' arithmetic writes each inner part in place (dual.hpp, namespace nested): the
+// same bits as the generic operators' formulas evaluated with one-level operators, at depth 2
+// and 3, with values chosen so every rounding matters.
+template <class X>
+X spread(double base, int& counter) {
+  if constexpr (std::is_same_v<X, double>) {
+    return base + 0.1234567 * ++counter / 7.0;
+  } else {
+    X x;
+    x.v = spread<decltype(x.v)>(base, counter);
+    for (auto& d : x.d) d = spread<decltype(x.v)>(-base / 3.0, counter);
+    return x;
+  }
+}
+
+template <class O>
+void expect_nested_arithmetic_is_the_generic_formulas() {
+  int counter = 0;
+  const O a = spread<O>(1.3, counter), b = spread<O>(-0.7, counter);
+  constexpr int N = sizeof(a.d) / sizeof(a.d[0]);
+  O e;
+  const auto same = [](const O& x, const O& y) { return std::memcmp(&x, &y, sizeof(O)) == 0; };
+  e.v = a.v * b.v;
+  for (int k = 0; k < N; ++k) e.d[k] = a.d[k] * b.v + a.v * b.d[k];
+  EXPECT_TRUE(same(a * b, e)) << "product";
+  e.v = a.v / b.v;
+  for (int k = 0; k < N; ++k) e.d[k] = (a.d[k] - e.v * b.d[k]) / b.v;
+  EXPECT_TRUE(same(a / b, e)) << "quotient";
+  e.v = a.v + b.v;
+  for (int k = 0; k < N; ++k) e.d[k] = a.d[k] + b.d[k];
+  EXPECT_TRUE(same(a + b, e)) << "sum";
+  e.v = a.v - b.v;
+  for (int k = 0; k < N; ++k) e.d[k] = a.d[k] - b.d[k];
+  EXPECT_TRUE(same(a - b, e)) << "difference";
+  e.v = -a.v;
+  for (int k = 0; k < N; ++k) e.d[k] = -a.d[k];
+  EXPECT_TRUE(same(-a, e)) << "negation";
+}
+
+TEST(NestedDual, InPlaceArithmeticIsTheGenericFormulasBitForBit) {
+  expect_nested_arithmetic_is_the_generic_formulas<Dual<Dual<double, 3>, 2>>();
+  expect_nested_arithmetic_is_the_generic_formulas<Dual<Dual<double, 5>, 1>>();
+  expect_nested_arithmetic_is_the_generic_formulas<Dual<Dual<Dual<double, 2>, 3>, 2>>();
 }
 
 }  // namespace
