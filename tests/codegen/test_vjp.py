@@ -5,6 +5,7 @@ local array at the run-time index: scatters.py)."""
 
 import ctypes
 import functools
+import re
 
 import jax
 import jax.numpy as jnp
@@ -66,6 +67,18 @@ CASES = {
     "deep network": (lambda y, t, p: p[1120:1184].reshape(2, 32) @ jnp.tanh(
         jnp.tanh(p[:64].reshape(32, 2) @ y) @ p[64:1088].reshape(32, 32) / 8.0
         + p[1088:1120]), 2, 1184),
+    # The same with the middle weight on the left (W @ h, as neural networks write it): its
+    # cotangent's outer product is added to p-bar where it is made
+    # (contractions.fuse_outer_products).
+    "deep network, weights on the left": (lambda y, t, p: p[1120:1184].reshape(2, 32) @ jnp.tanh(
+        p[64:1088].reshape(32, 32) @ jnp.tanh(p[:64].reshape(32, 2) @ y) / 8.0
+        + p[1088:1120]), 2, 1184),
+    # One 16 x 16 weight applied twice: its cotangent is the sum of two outer products, which
+    # are not added to p-bar where they are made (contractions.fuse_outer_products).
+    # (Scaled, as above, so that tanh does not saturate.)
+    "a layer applied twice": (lambda y, t, p: p[256:288].reshape(2, 16) @ jnp.tanh(
+        p[:256].reshape(16, 16) @ jnp.tanh(p[:256].reshape(16, 16) @ jnp.tanh(
+            p[288:320].reshape(16, 2) @ y) / 16.0) / 16.0), 2, 320),
     # Table reads whose cotangents move before they are summed (scattered.py): an offset slice,
     # a reversed table (a table of destinations), a 2-D table read at two computed indices.
     "reads through movements": (lambda y, t, p: jnp.array([
@@ -118,6 +131,16 @@ def test_a_weights_cotangent_is_one_loop_nest():
     model, _ = generate(f, n, n_params, np.float64, (ModelFunction("vjp", f),))
     body = model.source[model.source.index("static void vjp"):]
     assert body.count("for (int j = 0; j < 32; ++j)") == 1, body
+    # With the weight on the left the nest adds each product to p-bar where it makes it,
+    # without a local of 32 x 32 (contractions.fuse_outer_products; test_products_match_jax
+    # checks the values); a weight applied twice sums two products first, in locals.
+    fused = {"deep network, weights on the left": True, "a layer applied twice": False}
+    for name, expected in fused.items():
+        f, n, n_params = CASES[name]
+        model, _ = generate(f, n, n_params, np.float64, (ModelFunction("vjp", f),))
+        body = model.source[model.source.index("static void vjp"):]
+        assert ("j] += " in body) == expected, body
+        assert bool(re.search(r"T local\w+\[(1024|320)\];", body)) != expected, body
 
 
 def test_a_tables_vjp_does_not_grow_with_the_table():

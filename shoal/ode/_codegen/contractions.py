@@ -270,3 +270,66 @@ def _shared_weights(em, array: str, base: int, shape, strides) -> int | None:
     high = base + sum(max(0, (n - 1) * s) for n, s in zip(shape, strides, strict=True))
     first, end = em.shared_params
     return first if first <= low and high < end else None
+
+
+_OUTER_DECLARATION = re.compile(r"\s*T (\w+)\[(\d+)\];")
+_OUTER_ROW = re.compile(r"\s*for \(int i = 0; i < (\d+); \+\+i\) \{")
+_OUTER_ENTRY = re.compile(r"(\s*)for \(int j = 0; j < (\d+); \+\+j\) "
+                          r"(\w+)\[0 \+ i \* (\d+) \+ j\] = (.+);")
+_ACCUMULATION = re.compile(r"\s*for \(int i = 0; i < (\d+); \+\+i\) (\w+)\[(\d+) \+ i\] \+= "
+                           r"(\w+)\[i\];")
+
+
+def fuse_outer_products(lines: list[str], target: str) -> list[str]:
+    """A vjp's weight cotangent is an outer product (``_dot_block``) written into a local array
+    and then added to p̄ (``target[k + i] += local[i]``): where that local is read by nothing
+    else, the product is added to ``target`` where it is made, without the local (for a 64 × 64
+    layer 64 KB a call less to write and read back). ``target[k] += a * b`` rounds as the
+    product into a local and the sum did, and no other statement touches those entries, so the
+    bits are the same."""
+    text = "\n".join(lines)
+    for n, line in enumerate(lines):
+        acc = _ACCUMULATION.fullmatch(line)
+        if not acc or acc.group(2) != target:
+            continue
+        length, offset, local = int(acc.group(1)), int(acc.group(3)), acc.group(4)
+        at = next((k for k in range(n) if (d := _OUTER_DECLARATION.fullmatch(lines[k]))
+                   and d.group(1) == local and int(d.group(2)) == length), None)
+        if at is None or at + 3 >= len(lines) or lines[at + 3].strip() != "}":
+            continue
+        row, entry = _OUTER_ROW.fullmatch(lines[at + 1]), _OUTER_ENTRY.fullmatch(lines[at + 2])
+        if not (row and entry and entry.group(3) == local and entry.group(2) == entry.group(4)
+                and int(row.group(1)) * int(entry.group(2)) == length):
+            continue
+        # The local is read by these lines alone, and the entries are accumulated once.
+        if len(re.findall(rf"\b{local}\b", text)) != 3 or _touches(lines, n, target, offset,
+                                                                  length):
+            continue
+        indent, width, product = entry.group(1), entry.group(2), entry.group(5)
+        lines = [*lines[:at],
+                 lines[at + 1],
+                 f"{indent}for (int j = 0; j < {width}; ++j) "
+                 f"{target}[{offset} + i * {width} + j] += {product};",
+                 lines[at + 3],
+                 *lines[at + 4:n], *lines[n + 1:]]
+        return fuse_outer_products(lines, target)
+    return lines
+
+
+def _touches(lines: list[str], skip: int, target: str, offset: int, length: int) -> bool:
+    """Whether a line other than ``lines[skip]`` may read or write ``target`` in [offset,
+    offset + length): ``target[k]``, or a loop's ``target[k + i]`` counted from k on; any other
+    index counts as touching."""
+    for k, line in enumerate(lines):
+        if k == skip:
+            continue
+        for index in re.findall(rf"\b{target}\[([^\]]*)\]", line):
+            at = re.fullmatch(r"(\d+)( \+ i)?", index)
+            if at is None:
+                return True
+            first = int(at.group(1))
+            loop = re.search(r"i < (\d+)", line) if at.group(2) else None
+            last = first + (int(loop.group(1)) if loop else 1)
+            if first < offset + length and offset < last:
+                return True
+    return False

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import jax
 import numpy as np
 
-from shoal.ode._codegen import array_loops, scattered
+from shoal.ode._codegen import array_loops, contractions, scattered
 from shoal.ode._codegen.emitter import Emitter, live
 from shoal.ode._codegen.tracing import ModelTraceError, trace
 from shoal.ode._codegen.values import Sym, const_sym
@@ -326,7 +326,7 @@ def _body(em: Emitter, closed, consts, n_vars: int, n_reads: int, p_names, dtype
     (out,) = Walker(em).run(closed.jaxpr, consts, [y, t, p])
     if em.indexed_writes:  # a vjp: its parameter cotangent accumulates (vjp.py)
         outputs = scattered.output_lines(em, out, target, written=n_vars)
-    else:
-        elems = list(np.asarray(out.elems, dtype=object).reshape(-1))
-        outputs = array_loops.copy_lines(target, elems, lambda e: em.render(e, out.dtype))
+        return contractions.fuse_outer_products([*live(em.lines, outputs), *outputs], target)
+    elems = list(np.asarray(out.elems, dtype=object).reshape(-1))
+    outputs = array_loops.copy_lines(target, elems, lambda e: em.render(e, out.dtype))
     return [*live(em.lines, outputs), *outputs]
