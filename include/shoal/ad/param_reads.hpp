@@ -4,8 +4,8 @@
 // differentiated entries seeded (forward sensitivities). Copying all n_params entries into
 // duals before every sweep costs n_params × (1 + directions) stores whether f reads them or
 // not: for a 32-variable model mixing its rates by a 32 × 32 parameter matrix under Rodas5P,
-// about a third of the solve; on the GPU the copy is per-thread local memory (1 120 parameters
-// in 16-direction duals of doubles: 152 KB a thread, too much to launch on an H200). A
+// two thirds of the solve; on the GPU the copies are per-thread stack (that model's kernel:
+// 218 KB a thread with them, which failed to launch on an H200; 66 KB without). A
 // ParamReads is what the model indexes instead: entry k is made as a D when it is read, by a
 // Reader that says what parameter j is (ConstantReader: D(p[j]); sensitivity.hpp and
 // directional_sensitivity.hpp seed their columns). It supports what generated code does with
