@@ -198,3 +198,73 @@ def test_other_tableaus_take_the_same_paths(method, wanted, unit_columns, max_co
     # the thresholds, grad == jacfwd == jacrev.
     case = (method, False, True, wanted, 3, 2, unit_columns, max_columns)
     test_grad_equals_jacfwd_and_jacrev_across_thresholds(case, monkeypatch)
+
+
+def _table_model(y, t, p):
+    """Reads its shared table as generated code reads parameters in place (ad/param_reads.hpp):
+    a search of a run-time grid and gathers at its result (jnp.interp over p["grid"]), and a
+    gather at an index computed at run time (from t: its jumps do not move with the parameters,
+    and are stops, so finite differences see the same derivative); the per-member leaf through
+    a product."""
+    k = jnp.interp(t, p["grid"], p["table"])
+    step = p["table"][jnp.clip(jnp.floor(4.0 * t).astype(int), 0, p["table"].size - 1)]
+    return jnp.stack([-(1.0 + k**2 + 0.1 * jnp.dot(p["own"], p["own"])) * y[0] + 0.3 * y[1],
+                      -0.5 * y[1] + 0.2 * step * jnp.tanh(y[0])])
+
+
+# Entries: y0 2 + own 2 + table 6. Each combination just below the unit-column limit (chunks of
+# directions, max_columns of them) and at it (unit columns in one joint solve).
+@pytest.mark.parametrize("method, wanted, unit_columns, max_columns", [
+    ("tsit5", ("y0", "own", "table"), 9, 4),
+    ("tsit5", ("y0", "own", "table"), 10, 10),
+    ("tsit5", ("table",), 5, 2),
+    ("tsit5", ("table",), 6, 6),
+    ("rodas5p", ("y0", "own", "table"), 9, 4),
+    ("rodas5p", ("y0", "own", "table"), 10, 10),
+    ("rodas5p", ("own", "table"), 7, 3),
+    ("rodas5p", ("own", "table"), 8, 8),
+])
+@pytest.mark.parametrize("lanes", [1, 4])  # the scalar reads, and gathers per lane
+def test_run_time_tables_on_both_sides_of_the_thresholds(method, wanted, unit_columns,
+                                                          max_columns, lanes, monkeypatch):
+    n_params = 2 + 6 + 6  # own, grid, table
+    monkeypatch.setattr(differentiation, "UNIT_COLUMNS", unit_columns)
+    monkeypatch.setattr(directional, "STACK_BUDGET", (max_columns + 1) * 8 * (4 * n_params + 48))
+    assert directional._max_columns(2, n_params, 8) == max_columns
+    rng = np.random.default_rng(5)
+    values = {"y0": jnp.asarray(1.0 + 0.3 * rng.random((N, 2))),
+              "own": jnp.asarray(0.3 * rng.standard_normal((N, 2))),
+              "table": jnp.asarray(0.5 + rng.random(6))}
+    grid = jnp.linspace(0.0, 1.2, 6) ** 1.5  # not uniform: a search, not a computed index
+
+    def loss(*diff):
+        x = dict(values, **dict(zip(wanted, diff, strict=True)))
+        ys = solve(_table_model, x["y0"], jnp.asarray(T_SAVE),
+                   {"own": x["own"], "grid": grid, "table": x["table"]},
+                   params_axes={"own": 0, "grid": None, "table": None}, method=method,
+                   tstops=jnp.array([0.25, 0.5, 0.75, 1.0]), rtol=1e-9, atol=1e-11,
+                   sens_error_control=False, lanes=lanes)
+        return jnp.sum(jnp.arange(1.0, 1.0 + ys[0].size).reshape(ys.shape[1:]) * ys**2)
+
+    args = [values[name] for name in wanted]
+    argnums = tuple(range(len(wanted)))
+    reverse = jax.grad(loss, argnums=argnums)(*args)
+    forward = jax.jacfwd(loss, argnums=argnums)(*args)
+    rev_jac = jax.jacrev(loss, argnums=argnums)(*args)
+    for name, g, fwd, rev in zip(wanted, reverse, forward, rev_jac, strict=True):
+        scale = float(jnp.max(jnp.abs(fwd)))
+        assert scale > 0 and np.all(np.isfinite(np.asarray(g))), name
+        np.testing.assert_allclose(np.asarray(g), np.asarray(fwd), rtol=0, atol=1e-10 * scale,
+                                   err_msg=f"grad vs jacfwd, {name}")
+        np.testing.assert_allclose(np.asarray(rev), np.asarray(fwd), rtol=0, atol=1e-10 * scale,
+                                   err_msg=f"jacrev vs jacfwd, {name}")
+    # All three could share a wrong column (a parameter read with another's seed): against
+    # central differences along a random direction, too, to what an adaptive solve at rtol 1e-9
+    # resolves (its steps change with the perturbation: ~1e-4 relative at this eps; a parameter
+    # read with a neighbour's seed is off by order one).
+    direction = [jnp.asarray(rng.standard_normal(a.shape)) for a in args]
+    eps = 1e-4
+    plus = loss(*(a + eps * d for a, d in zip(args, direction, strict=True)))
+    minus = loss(*(a - eps * d for a, d in zip(args, direction, strict=True)))
+    along = sum(float(jnp.vdot(g, d)) for g, d in zip(reverse, direction, strict=True))
+    assert abs(float(plus - minus) / (2 * eps) - along) < 2e-3 * abs(along), along
