@@ -247,26 +247,48 @@ struct Adjoint {
   // fixed (the time's own part is the implicit-function rule's, in Python: _events.py).
   void backward(const Trajectory<T>& tr, const T* ys_bar, const T* event_bar, T* y0_bar,
                 T* p_bar) {
+    begin_backward(tr, ys_bar, event_bar);
+    while (next_transpose()) step.transpose(vjps, lambda);
+    end_backward(y0_bar);
+    vjps.finish(p_bar);
+  }
+
+  // The same sweep as a loop its caller drives (adjoint_backward_lanes.hpp runs the transposes
+  // of several trajectories' steps together): begin_backward, then while next_transpose()
+  // (which does a step's bookkeeping up to its transpose) the caller transposes `step` into
+  // `lambda`, then end_backward (ȳ0; p̄ is what the vjps accumulated).
+  void begin_backward(const Trajectory<T>& tr, const T* ys_bar, const T* event_bar) {
+    sweep.tr = tr;
+    sweep.ys_bar = ys_bar;
+    sweep.event_bar = event_bar;
     vjps.begin(tr.p);
     for (int i = 0; i < n; ++i) lambda[i] = T(0);
-    int j = tr.n_save - 1;  // the last save not yet transposed
-    auto save_bar = [&](int save) { return ys_bar + static_cast<int64_t>(save) * n_out; };
+    sweep.j = tr.n_save - 1;
     // The event, if one was found: its time, and its state's cotangent still to be placed.
-    T t_event = T(1) / T(0);
+    sweep.t_event = T(1) / T(0);
     if constexpr (has_event<Model>()) {
-      if (math::is_finite(tr.event_time[0])) t_event = tr.event_time[0];
+      if (math::is_finite(tr.event_time[0])) sweep.t_event = tr.event_time[0];
       // Saves after a terminal event were never reached (NaN): their tangents are 0, as the
       // forward sensitivities have them.
       if (opt_terminal) {
-        while (j >= 1 && tr.t_span[j] > t_event) --j;
+        while (sweep.j >= 1 && tr.t_span[sweep.j] > sweep.t_event) --sweep.j;
       }
     }
-    bool event_pending = t_event < T(1) / T(0);
-    int64_t step_number = 0;  // of the record r among the accepted steps
-    for (unsigned char jump : is_jump) step_number += jump ? 0 : 1;
-    const int64_t with_stages =
+    sweep.event_pending = sweep.t_event < T(1) / T(0);
+    sweep.step_number = 0;  // of the record r among the accepted steps
+    for (unsigned char jump : is_jump) sweep.step_number += jump ? 0 : 1;
+    sweep.with_stages =
         Step::recorded > 0 ? static_cast<int64_t>(stage_records.size()) / Step::recorded : 0;
-    for (int64_t r = static_cast<int64_t>(is_jump.size()) - 1; r >= 0; --r) {
+    sweep.r = static_cast<int64_t>(is_jump.size());
+  }
+
+  // The records down to the next accepted step: jumps transposed, that step evaluated again and
+  // given its end state's and its saves' cotangents; false when none is left.
+  bool next_transpose() {
+    const Trajectory<T>& tr = sweep.tr;
+    int& j = sweep.j;
+    while (sweep.r > 0) {
+      const int64_t r = --sweep.r;
       const T* rec = records.data() + r * stride;
       const T t = rec[0], h = rec[1], end = rec[2];
       const T* y = rec + 3;
@@ -286,12 +308,12 @@ struct Adjoint {
       int before = inside;
       while (before >= 1 && tr.t_span[before] > t) --before;
       // The event's state: the end state, or the continuous extension inside this step.
-      const bool event_here = event_pending && t_event > t;
-      const bool event_inside = event_here && t_event < end;
-      --step_number;
+      const bool event_here = sweep.event_pending && sweep.t_event > t;
+      const bool event_inside = event_here && sweep.t_event < end;
+      const int64_t number = --sweep.step_number;
       step.prepare(y, t, h, tr.p, inside > before || event_inside,
-                   step_number < with_stages
-                       ? stage_records.data() + step_number * Step::recorded
+                   number < sweep.with_stages
+                       ? stage_records.data() + number * Step::recorded
                        : nullptr);
       if (j > inside) {
         T y_end[n];
@@ -299,12 +321,12 @@ struct Adjoint {
         for (; j > inside; --j) vjps.save(y_end, tr.t_span[j], save_bar(j), lambda);
       }
       if (event_here && !event_inside) {
-        for (int i = 0; i < n; ++i) lambda[i] += event_bar[i];
+        for (int i = 0; i < n; ++i) lambda[i] += sweep.event_bar[i];
       }
       step.clear();
       step.add_end(lambda);
-      if (event_inside) step.add_save((t_event - t) / h, event_bar);
-      if (event_here) event_pending = false;
+      if (event_inside) step.add_save((sweep.t_event - t) / h, sweep.event_bar);
+      if (event_here) sweep.event_pending = false;
       for (; j > before; --j) {
         const T theta = (tr.t_span[j] - t) / h;
         T w[n];
@@ -318,14 +340,34 @@ struct Adjoint {
         }
         step.add_save(theta, w);
       }
-      step.transpose(vjps, lambda);
+      return true;
     }
-    for (; j >= 0; --j) vjps.save(tr.y0, tr.t_span[j], save_bar(j), lambda);  // at the start
+    return false;
+  }
+
+  // ȳ0: λ at the start, with the cotangents of the saves there.
+  void end_backward(T* y0_bar) {
+    for (int& j = sweep.j; j >= 0; --j) vjps.save(sweep.tr.y0, sweep.tr.t_span[j], save_bar(j), lambda);
     for (int i = 0; i < n; ++i) y0_bar[i] = lambda[i];
-    vjps.finish(p_bar);
   }
 
  private:
+  // Where the backward sweep is (begin_backward … end_backward).
+  struct Sweep {
+    Trajectory<T> tr;
+    const T* ys_bar = nullptr;
+    const T* event_bar = nullptr;
+    int j = 0;  // the last save not yet transposed
+    int64_t r = 0;  // records left (the next is r − 1)
+    int64_t step_number = 0, with_stages = 0;
+    T t_event = T(0);
+    bool event_pending = false;
+  } sweep;
+
+  const T* save_bar(int save) const {
+    return sweep.ys_bar + static_cast<int64_t>(save) * n_out;
+  }
+
   void push(bool jump, T t, T h, T end, const T* y) {
     const size_t at = records.size();
     records.resize(at + stride);
@@ -337,6 +379,21 @@ struct Adjoint {
   }
 };
 
+// Whether a trajectory's forward solve ended so that its backward sweep may run.
+template <class A>
+bool differentiable(Status status, const A& adjoint) {
+  return (status == kSuccess || status == kEvent) && adjoint.all_seen();
+}
+
+// Trajectory m's cotangents of its saves (n_save, n_saved), then of its event state (n; event
+// models), in `a`.
+template <class Model, class T>
+const T* saves_cotangent(const ShoalEnsembleArgs& a, int64_t m) {
+  const int64_t width =
+      a.n_save * n_saved<Model>() + (has_event<Model>() ? Model::n_vars : 0);
+  return static_cast<const T*>(a.ys_bar) + m * width;
+}
+
 // Trajectory m's cotangents y0_bar (n) and p_bar (n_params) into `a`, after adjoint's forward
 // solve ended with `status`: its backward sweep, or NaN where the solve failed.
 template <class A, class T>
@@ -347,10 +404,8 @@ void write_cotangents(const ShoalEnsembleArgs& a, int64_t m, const Trajectory<T>
   constexpr int n_params = Model::n_params;
   T* y0_bar = static_cast<T*>(a.y0_bar) + m * n;
   T* p_bar = static_cast<T*>(a.p_bar) + m * n_params;
-  if ((status == kSuccess || status == kEvent) && adjoint.all_seen()) {
-    // Per trajectory: the saves' cotangents, then the event state's (event models).
-    const int64_t width = a.n_save * n_saved<Model>() + (has_event<Model>() ? n : 0);
-    const T* ys_bar = static_cast<const T*>(a.ys_bar) + m * width;
+  if (differentiable(status, adjoint)) {
+    const T* ys_bar = saves_cotangent<Model, T>(a, m);
     adjoint.backward(tr, ys_bar, ys_bar + a.n_save * n_saved<Model>(), y0_bar, p_bar);
   } else {
     const T nan = T(0) / T(0);

@@ -14,6 +14,7 @@
 #pragma once
 
 #include "shoal/config.hpp"
+#include "shoal/lane_traits.hpp"
 #include "shoal/ode/adjoint.hpp"
 
 namespace shoal {
@@ -24,6 +25,7 @@ struct ExplicitStepAdjoint {
   using Tab = typename Stepper<Model, T>::Tableau;
   static constexpr int n = Model::n_vars;
   static constexpr int last = Tab::stages - 1;
+  static constexpr bool transposes_in_lanes = true;  // transpose_lanes below
 
   T point[Tab::dense_stages][n], k[Tab::dense_stages][n], k_bar[Tab::dense_stages][n];
   T y_bar[n];
@@ -146,6 +148,55 @@ struct ExplicitStepAdjoint {
       }
     }
     for (int i = 0; i < n; ++i) out[i] = y_bar[i];
+  }
+
+  // transpose() of `count` steps (count <= W, one per lane) at once: at each stage, one product
+  // on SIMD lanes (LaneVjps: ModelVjps over simd::Lanes<T, W>) for the lanes whose stage the
+  // scalar transpose would evaluate, each lane's results then used as the scalar loop uses them
+  // (so each trajectory gets the scalar path's bits). A lane that would skip the stage gets a
+  // zero cotangent at another lane's stage point; its p̄ changes only where that product is not
+  // finite (adjoint_backward_lanes.hpp). Lane l's start cotangent goes to out[l].
+  template <class L, class LaneVjps>
+  static void transpose_lanes(ExplicitStepAdjoint* const* steps, int count, LaneVjps& vjps,
+                              T* const* out) {
+    constexpr int W = lane_count<L>();
+    int most = 0;
+    for (int l = 0; l < count; ++l) most = steps[l]->used > most ? steps[l]->used : most;
+    L point_l[n], t_l, w_l[n], u_l[n];
+    for (int s = most - 1; s >= 0; --s) {
+      bool needs[W] = {};
+      int first = -1;
+      for (int l = 0; l < count; ++l) {
+        const ExplicitStepAdjoint& st = *steps[l];
+        if (s >= st.used) continue;
+        for (int i = 0; i < n; ++i) needs[l] = needs[l] || st.k_bar[s][i] != T(0);
+        if (needs[l] && first < 0) first = l;
+      }
+      if (first < 0) continue;
+      for (int l = 0; l < W; ++l) {
+        const ExplicitStepAdjoint& st = *steps[needs[l] ? l : first];
+        for (int i = 0; i < n; ++i) {
+          point_l[i].set(l, st.point[s][i]);
+          w_l[i].set(l, needs[l] ? st.k_bar[s][i] : T(0));
+        }
+        t_l.set(l, st.t + T(Tab::c(s)) * st.h);
+      }
+      vjps.rhs(point_l, t_l, w_l, u_l);
+      for (int l = 0; l < count; ++l) {
+        if (!needs[l]) continue;
+        ExplicitStepAdjoint& st = *steps[l];
+        T u[n];
+        for (int i = 0; i < n; ++i) u[i] = u_l[i][l];
+        for (int i = 0; i < n; ++i) st.y_bar[i] += u[i];
+        for (int j = 0; j < s; ++j) {
+          const double a = Tab::a(s, j);
+          if (a != 0.0)
+            for (int i = 0; i < n; ++i) st.k_bar[j][i] += st.h * T(a) * u[i];
+        }
+      }
+    }
+    for (int l = 0; l < count; ++l)
+      for (int i = 0; i < n; ++i) out[l][i] = steps[l]->y_bar[i];
   }
 };
 

@@ -107,6 +107,8 @@ struct NoLaneObserver {
   void after_completion(int, const Run&, bool) {}
   template <class Run>
   void finish(int, int64_t, const Run&, Status) {}
+  // After the last trajectory of the call.
+  void end() {}
 };
 
 template <template <class, class> class ScalarStepper, template <class, class> class LanesStepper,
@@ -288,6 +290,7 @@ void solve_range_lanes(const ShoalEnsembleArgs& a, int64_t begin, int64_t end) {
       if (!refill(l)) --active;
     }
   }
+  observer.end();
   __atomic_fetch_add(&lane_counts().vector_steps, vector_steps, __ATOMIC_RELAXED);
   __atomic_fetch_add(&lane_counts().lane_steps, lane_steps, __ATOMIC_RELAXED);
 }

@@ -10,7 +10,9 @@
 //   has_mass + MassMatrix              M y' = f with a constant mass matrix (mass.hpp);
 //   n_base                             a joint system [y, S] (sensitivity.hpp): its leading
 //                                      n_base components are the state, the rest its
-//                                      sensitivities.
+//                                      sensitivities;
+//   vjp_in_lanes                       its vjp (adjoint.hpp) computes in SIMD lanes as scalars
+//                                      do (adjoint_backward_lanes.hpp).
 // jump, save and event have rhs's signature and are instantiated with the same scalars.
 #pragma once
 
@@ -74,6 +76,15 @@ SHOAL_HD constexpr int base_of(long) {
   return Model::n_vars;
 }
 
+template <class Model>
+SHOAL_HD constexpr auto lane_vjp_of(int) -> decltype(Model::vjp_in_lanes) {
+  return Model::vjp_in_lanes;
+}
+template <class Model>
+SHOAL_HD constexpr bool lane_vjp_of(long) {
+  return false;
+}
+
 }  // namespace detail
 
 // The number of trailing parameters of Model that are shared by the ensemble.
@@ -114,6 +125,13 @@ SHOAL_HD constexpr bool has_mass() {
 template <class Model>
 SHOAL_HD constexpr int state_vars() {
   return detail::base_of<Model>(0);
+}
+
+// Whether Model's vjp may run on SIMD lanes (the generated models whose products are lane
+// arithmetic: shoal/ode/_codegen/model_struct.py).
+template <class Model>
+SHOAL_HD constexpr bool has_lane_vjp() {
+  return detail::lane_vjp_of<Model>(0);
 }
 
 }  // namespace ode

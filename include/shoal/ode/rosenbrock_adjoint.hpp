@@ -29,6 +29,7 @@ struct RosenbrockStepAdjoint {
   using Tab = typename S::Tab;
   static constexpr int n = Model::n_vars;
   static constexpr int last = Tab::stages - 1;
+  static constexpr bool transposes_in_lanes = false;  // scalar, one trajectory at a time
 
   S stepper;  // its step evaluates the stages, the factors and the dense output again
   T u[Tab::stages][n], k_bar[Tab::stages][n], y_bar[n];

@@ -135,7 +135,10 @@ def generate(f, n_vars: int, params: int | ParamLayout, dtype,
                 consts.append(const_sym(np.asarray(c)))
         # Only the adjoint's products run on the scalar path alone: indexed writes (scatters.py).
         em.indexed_writes = kind in (*_VJP_NAMES.values(), "jvp_vjp")
-        em.shared_params = (layout.n_own, n_params) if kind == "rhs" and n_shared else None
+        # The functions that run in the lanes read shared weights as scalars where they can
+        # (contractions._shared_weights): f, and f's vjp in the adjoint's backward sweeps.
+        em.shared_params = ((layout.n_own, n_params) if kind in ("rhs", "vjp") and n_shared
+                            else None)
         # Every function reads the layout's parameters as p; a vjp its whole q (vjp.py).
         reads = (closed.in_avals[2].shape[0] if kind in (*_VJP_NAMES.values(), "jvp_vjp")
                  else layout.n_params)
@@ -149,6 +152,7 @@ def generate(f, n_vars: int, params: int | ParamLayout, dtype,
     ]
     indent = "    "
     members = []
+    vjp_in_lanes = False
     for kind, body in bodies:
         if tables:
             # Device code must read the __device__ copy of a table and host code the host copy.
@@ -156,6 +160,12 @@ def generate(f, n_vars: int, params: int | ParamLayout, dtype,
         if kind == "rhs":
             rhs_in_lanes = lane_arithmetic(body)
             if rhs_in_lanes:
+                body = lane_statements(body)
+        if kind == "vjp":
+            # The adjoint's backward sweeps run f's vjp on lanes where it is lane arithmetic
+            # too (writing out[] at constant or loop indices; adjoint_backward_lanes.hpp).
+            vjp_in_lanes = lane_arithmetic(body, writes="out")
+            if vjp_in_lanes:
                 body = lane_statements(body)
         statements = ["    SHOAL_MATH_USING;", "    (void)y; (void)t; (void)p;",
                       *(indent + line for line in body)]
@@ -191,6 +201,8 @@ def generate(f, n_vars: int, params: int | ParamLayout, dtype,
             *(["  static constexpr bool has_jump = true;"] if "jump" in kinds else []),
             *(["  static constexpr bool has_event = true;"] if "event" in kinds else []),
             *(["  static constexpr bool has_vjp = true;"] if "vjp" in kinds else []),
+            *(["  static constexpr bool vjp_in_lanes = true;"]
+              if "vjp" in kinds and vjp_in_lanes else []),
             *members,
             "};",
             "",
@@ -225,7 +237,7 @@ TABLE_FUNCTIONS = frozenset({"pick", "gather", "search_sorted", "search_sorted_n
 # An elementwise loop over arrays of T (array_loops.py: `for (int i = 0; i < n; ++i) v[i] = ...`),
 # or a product with a block of parameters (contractions.py: loops over i and j), indexes with the
 # same i and j in every lane.
-_LANE_NAMES = frozenset({"const", "T", "y", "t", "p", "dy", "bool", "for", "int", "i", "j",
+_LANE_NAMES = frozenset({"const", "T", "y", "t", "p", "bool", "for", "int", "i", "j",
                          # weights read as scalars (contractions._dot_block)
                          "if", "else", "auto", "ps", "shoal", "shared_param_row", "Model",
                          *LANE_FUNCTIONS, *INTEGER_TYPES, *TABLE_FUNCTIONS,
@@ -247,13 +259,14 @@ _BOOL_ARRAY = re.compile(r"\bbool \w+\[")
 _INTEGER_TYPE = re.compile(r"\b(" + "|".join(INTEGER_TYPES) + r")\b")
 
 
-def lane_arithmetic(body: list[str]) -> bool:
+def lane_arithmetic(body: list[str], writes: str = "dy") -> bool:
     """Whether these statements run in SIMD lanes exactly as scalars: floating-point arithmetic,
     comparisons of T values and the selects, max, min made of them, the functions of
     LANE_FUNCTIONS, elementwise loops over arrays of T, and integers with the table reads made
     of them (constant tables, local arrays and parameters at run-time indices, searchsorted);
     the rest (while loops, integer code other than these formats, other functions) runs one lane
-    at a time. A `bool` may only name a comparison's result (a mask in the lanes)."""
+    at a time. A `bool` may only name a comparison's result (a mask in the lanes). ``writes``
+    names the output array (written at constant or loop indices only)."""
     alias = set(table_namespace_alias())
     text = "\n".join(line for line in body if line not in alias).replace("tab::", "")
     text = _SPECIAL_CONSTANT.sub("0", text)  # NaN and infinities (cpp.double) are constants
@@ -269,7 +282,7 @@ def lane_arithmetic(body: list[str]) -> bool:
         return False
     for token in _TOKEN.findall(text):
         if token[0].isalpha() or token[0] == "_":
-            if token not in _LANE_NAMES and not _LOCAL_NAME.fullmatch(token):
+            if token not in _LANE_NAMES and token != writes and not _LOCAL_NAME.fullmatch(token):
                 return False
         elif not (token[0].isdigit() or token in _LANE_OPERATORS):
             return False

@@ -1,0 +1,166 @@
+"""The adjoint's backward sweeps side by side in SIMD lanes
+(include/shoal/ode/adjoint_backward_lanes.hpp): up to W finished trajectories swept together,
+f's vjp called once per stage for all of them, each lane's p̄ its own.
+
+Each trajectory must get the bits of the scalar path (lanes=1) whatever the trajectories beside
+it: batches full and partial, members with very different numbers of steps (so lanes run out
+at different times and idle), saves inside steps (the last stage's products in some lanes only),
+shared weights read as scalars or, when a batch mixes rows of them (vmap), from the lanes' copies,
+and the one case where a lane's skipped stage could change its p̄ (a partial derivative that is
+not finite at another lane's point), which is repaired by sweeping that trajectory again alone.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from shoal.ode import Event, solve
+from shoal.ode._codegen.model_struct import ModelFunction, generate
+
+jax.config.update("jax_enable_x64", True)
+
+_RNG = np.random.default_rng(11)
+# A 16 × 16 layer: its products are loops over the weight block (contractions.py), which read
+# shared weights as scalars in the lanes.
+WEIGHTS = {"W1": jnp.asarray(_RNG.normal(size=(16, 2)) / 2),
+           "b1": jnp.asarray(_RNG.normal(size=16) / 4),
+           "W2": jnp.asarray(_RNG.normal(size=(16, 16)) / 4),
+           "W3": jnp.asarray(_RNG.normal(size=(2, 16)) / 4)}
+SHARED = {"W1": None, "b1": None, "W2": None, "W3": None, "decay": 0}
+
+
+def mlp(y, t, p):
+    hidden = jnp.tanh(p["W2"] @ jnp.tanh(p["W1"] @ y + p["b1"]))
+    return p["W3"] @ hidden - p["decay"] * y
+
+
+def _members(n):
+    # Amplitudes over three decades: the members take very different numbers of steps.
+    scale = jnp.geomspace(0.01, 30.0, n)
+    y0 = jnp.stack([scale * jnp.cos(jnp.arange(n)), scale * jnp.sin(jnp.arange(n))], axis=1)
+    return y0, jnp.linspace(0.05, 0.3, n)
+
+
+def _grads(method, n, lanes, ts, **options):
+    y0, decay = _members(n)
+
+    def loss(w, decay, y0):
+        params = {**w, "decay": decay}
+        ys = solve(mlp, y0, ts, params, params_axes=SHARED, method=method, rtol=1e-9,
+                   atol=1e-9, lanes=lanes, adjoint=True, **options)
+        return jnp.sum(jnp.sin(ys) * jnp.arange(1.0, 1.0 + ys.shape[1])[None, :, None])
+
+    return jax.grad(loss, (0, 1, 2))(WEIGHTS, decay, y0)
+
+
+def _assert_same_bits(a, b):
+    for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b), strict=True):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_the_network_vjp_is_compiled_for_the_lanes():
+    def f(y, t, p):
+        return mlp(y, t, {"W1": p[:32].reshape(16, 2), "b1": p[32:48],
+                          "W2": p[48:304].reshape(16, 16), "W3": p[304:336].reshape(2, 16),
+                          "decay": p[336]})
+
+    model, _ = generate(f, 2, 337, np.float64, (ModelFunction("vjp", f),))
+    assert "static constexpr bool vjp_in_lanes = true;" in model.source
+    assert "for (int j = 1; j < 16; ++j)" in model.source  # a product over a weight block
+
+    # A gather at a run-time index is transposed into an addition at that index: scalar only.
+    def table(y, t, p):
+        i = jnp.clip(jnp.floor(t * 4).astype(jnp.int32), 0, 7)
+        return -p[i] * y
+
+    model, _ = generate(table, 2, 8, np.float64, (ModelFunction("vjp", table),))
+    assert "vjp_in_lanes" not in model.source
+
+
+@pytest.mark.parametrize("method", ["tsit5", "vern7", "vern9"])
+@pytest.mark.parametrize("n", [8, 13, 19])  # one full batch; full and partial; two and partial
+def test_each_member_gets_the_scalar_paths_bits(method, n):
+    ts = jnp.array([0.0, 0.07, 0.3, 0.55, 1.0, 1.6, 2.0])  # saves inside steps
+    scalar = _grads(method, n, 1, ts)
+    for lanes in (4, 8):
+        _assert_same_bits(_grads(method, n, lanes, ts), scalar)
+
+
+def test_members_alone_and_in_an_ensemble_and_against_forward_mode():
+    ts = jnp.linspace(0.0, 2.0, 5)
+    together = _grads("tsit5", 13, 8, ts)
+    y0, decay = _members(13)
+    for m in (0, 5, 12):
+        def loss(w, decay, y0):
+            ys = solve(mlp, y0, ts, {**w, "decay": decay},
+                       params_axes=SHARED,
+                       method="tsit5", rtol=1e-9, atol=1e-9, lanes=8, adjoint=True)
+            return jnp.sum(jnp.sin(ys) * jnp.arange(1.0, 1.0 + ys.shape[1])[None, :, None])
+
+        alone = jax.grad(loss, (1, 2))(WEIGHTS, decay[m:m + 1], y0[m:m + 1])
+        np.testing.assert_array_equal(together[1][m], alone[0][0])
+        np.testing.assert_array_equal(together[2][m], alone[1][0])
+
+    def forward(w, decay, y0):
+        ys = solve(mlp, y0, ts, {**w, "decay": decay},
+                   params_axes=SHARED,
+                   method="tsit5", rtol=1e-9, atol=1e-9, adjoint=False)
+        return jnp.sum(jnp.sin(ys) * jnp.arange(1.0, 1.0 + ys.shape[1])[None, :, None])
+
+    want = jax.grad(forward, (0, 1, 2))(WEIGHTS, decay, y0)
+    for got, ref in zip(jax.tree_util.tree_leaves(together), jax.tree_util.tree_leaves(want),
+                        strict=True):
+        scale = float(jnp.max(jnp.abs(ref)))
+        np.testing.assert_allclose(got, ref, rtol=0, atol=1e-6 * scale)
+
+
+def test_a_terminal_event_and_rows_of_shared_weights_under_vmap():
+    # vmap over two weight sets: the ensemble holds two rows of shared parameters, and a batch
+    # of lanes spanning both reads the weights from the lanes' copies.
+    ts = jnp.array([0.0, 0.4, 0.9, 1.5, 2.5])
+    y0, decay = _members(11)
+    event = Event(lambda y, t, p: y[0] - 0.5 * y[1] - 2.0, terminal=True)
+
+    def loss(w, lanes):
+        ys = solve(mlp, y0, ts, {**w, "decay": decay},
+                   params_axes=SHARED,
+                   method="tsit5", rtol=1e-9, atol=1e-9, lanes=lanes, adjoint=True,
+                   event=event)
+        return jnp.sum(jnp.where(jnp.isnan(ys), 0.0, jnp.cos(ys)))
+
+    stacked = jax.tree_util.tree_map(lambda w: jnp.stack([w, 1.1 * w]), WEIGHTS)
+    scalar = jax.vmap(jax.grad(loss), in_axes=(0, None))(stacked, 1)
+    lanes = jax.vmap(jax.grad(loss), in_axes=(0, None))(stacked, 8)
+    _assert_same_bits(lanes, scalar)
+    assert all(bool(jnp.all(jnp.isfinite(g))) for g in jax.tree_util.tree_leaves(lanes))
+
+
+def test_a_non_finite_partial_at_another_lanes_point_leaves_a_member_unchanged():
+    # Member 0 stays at y[1] = 0, where d/dp of where(y > 0, p log y, 0) is 0 · (−∞) = NaN, as
+    # jax.grad has it: its gradient is NaN. Its neighbours' stages it computes while they skip
+    # theirs (their last stage, with no save inside a step) meet the same NaN with a zero
+    # cotangent; each is swept again alone, and gets the bits it gets alone and on lanes=1.
+    def f(y, t, p):
+        source = jnp.where(y[1] > 0, p[0] * jnp.log(y[1]), 0.0)
+        return jnp.array([-p[1] * y[0] + source, -p[2] * y[1]])
+
+    n = 8
+    y0 = jnp.stack([jnp.ones(n), jnp.linspace(0.0, 2.0, n)], axis=1)  # member 0: y[1] = 0
+    params = jnp.stack([jnp.full(n, 0.3), jnp.linspace(0.5, 1.5, n),
+                        jnp.linspace(0.2, 0.9, n)], axis=1)
+    ts = jnp.array([0.0, 0.5, 1.0, 2.0])
+
+    def loss(p, y0, lanes):
+        ys = solve(f, y0, ts, p, method="tsit5", rtol=1e-9, atol=1e-9, lanes=lanes,
+                   adjoint=True)
+        return jnp.sum(ys)
+
+    lanes = jax.grad(loss, (0, 1))(params, y0, 8)
+    scalar = jax.grad(loss, (0, 1))(params, y0, 1)
+    assert np.all(np.isnan(lanes[0][0, :1]))
+    _assert_same_bits(lanes, scalar)
+    rest = jax.grad(loss, (0, 1))(params[1:], y0[1:], 8)
+    assert np.all(np.isfinite(rest[0])) and np.all(np.isfinite(rest[1]))
+    np.testing.assert_array_equal(lanes[0][1:], rest[0])
+    np.testing.assert_array_equal(lanes[1][1:], rest[1])
