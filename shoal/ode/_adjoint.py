@@ -36,24 +36,52 @@ adjoint_p.def_impl(functools.partial(_primitive._apply_primitive, adjoint_p))
 
 
 # adjoint="auto" takes the adjoint beyond this many differentiated entries, per method family:
-# below it, forward sensitivities (one joint solve with a column per entry, in the SIMD lanes
-# where the adjoint's backward sweeps run scalar) measured cheaper (benchmarks/
-# adjoint_gradients.py, 2026-12-04 with the adjoint's forward solve in the lanes: explicit,
-# --cases crossover: forward/adjoint 0.65 at 16 entries, 1.57 at 32, 2.5 at 64, so about 1 at
-# 22-24; Rosenbrock, --cases stiff: 1.37 at 10, 3.9 at 25; kept at 10, where forward mode's
-# columns, part of the step control, are the safer choice at about the same cost).
-AUTO_ENTRIES = {"explicit": 24, "rosenbrock": 10}
+# below it, forward sensitivities (one joint solve with a column per entry, in the SIMD lanes)
+# measured cheaper (benchmarks/adjoint_gradients.py). Explicit methods, --cases crossover
+# (2026-12-04 with the adjoint's forward solve in the lanes): forward/adjoint 0.65 at 16
+# entries, 1.57 at 32, 2.5 at 64 where the backward sweeps run one trajectory at a time, so
+# about 1 at 22-24; where they run side by side in the lanes (adjoint_backward_lanes.hpp:
+# models whose vjp is lane arithmetic, without jump_fn or save_fn; 2026-12-04): 0.82 at 4,
+# 1.01 at 8, 1.60 at 16, 3.6 at 32. Rosenbrock, --cases stiff: 1.37 at 10, 3.9 at 25; kept at
+# 10, where forward mode's columns, part of the step control, are the safer choice at about
+# the same cost.
+AUTO_ENTRIES = {"explicit": 24, "explicit in lanes": 8, "rosenbrock": 10}
 
 
-def chosen(problem, entries: int) -> bool:
-    """Whether reverse mode over ``entries`` differentiated entries runs the adjoint."""
+def chosen(problem, entries: int, n_traj: int) -> bool:
+    """Whether reverse mode over ``entries`` differentiated entries of an ensemble of
+    ``n_traj`` trajectories runs the adjoint."""
     o = problem.options
     if o.adjoint is True:
         return True
-    family = "explicit" if o.method.explicit else "rosenbrock"
+    if o.method.explicit:
+        family = "explicit in lanes" if backward_in_lanes(problem, n_traj) else "explicit"
+    else:
+        family = "rosenbrock"
     return (o.adjoint == "auto" and entries > AUTO_ENTRIES[family] and problem.model.has_vjp
             and jax.default_backend() == "cpu")
 
+
+def _build_of(problem) -> _build.ModelBuild:
+    """The adjoint's build: the primal's own solver, the sparse one included (its transposed
+    solves run against the same factors), so the forward solve takes the primal's steps bit for
+    bit. lanes=0 is resolved at lowering (_build.for_ensemble)."""
+    from shoal.ode._kernel_source import Variant
+
+    o = problem.options
+    variant = Variant.of(o.method, o.lu_precision, o.sparsity, o.ordering, lanes=o.lanes,
+                         mass=o.mass)
+    return _build.ModelBuild(problem.model, dataclasses.replace(variant, adjoint=True))
+
+
+def backward_in_lanes(problem, n_traj: int) -> bool:
+    """Whether the adjoint's backward sweeps of an explicit method run side by side in the SIMD
+    lanes (include/shoal/ode/adjoint_backward_lanes.hpp): its forward solve runs there, f's vjp
+    is lane arithmetic, and no jump_fn or save_fn adds to p̄ outside the lanes."""
+    model = problem.model
+    return (problem.options.method.explicit and model.vjp_in_lanes and not model.has_jump
+            and model.saved_shape is None
+            and _build.for_ensemble(_build_of(problem), n_traj).variant.lanes != 1)
 
 
 @adjoint_p.def_abstract_eval
@@ -107,9 +135,6 @@ def adjoint_cotangents(problem, primals, ct):
     cotangents ct (D, N, K) of the tangents the directional primitive has (_directional.py:
     the saves, then for a model with an event its state at the event's time held fixed) of
     the solve ``primals`` describes."""
-    from shoal.ode._build import ModelBuild
-    from shoal.ode._kernel_source import Variant
-
     y0, params, shared, t_span, weights, tstops, first_step = primals
     d = ct.shape[0]
     n_traj, n = y0.shape
@@ -119,13 +144,9 @@ def adjoint_cotangents(problem, primals, ct):
     tiled = [jnp.tile(x, (d,) + (1,) * (x.ndim - 1))
              for x in (y0, params, shared, t_span, weights, tstops, first_step)]
     atol = jnp.full(tiled[0].shape, o.atol, y0.dtype)
-    # The primal's own solver, the sparse one included (its transposed solves run against the
-    # same factors), so the forward solve takes the primal's steps bit for bit. lanes=0 is
-    # resolved at lowering (_build.for_ensemble): the forward solve in the SIMD lanes where the
-    # plain solve would run there (adjoint_lanes.hpp), the backward sweeps one by one.
-    variant = Variant.of(o.method, o.lu_precision, o.sparsity, o.ordering, lanes=o.lanes,
-                         mass=o.mass)
-    build = ModelBuild(problem.model, dataclasses.replace(variant, adjoint=True))
+    # The forward solve in the SIMD lanes where the plain solve would run there
+    # (adjoint_lanes.hpp), and the backward sweeps too where they can (backward_in_lanes).
+    build = _build_of(problem)
     progress = np.full((1,), -1, np.int32)
     out = adjoint_p.bind(*tiled[:5], atol, *tiled[5:], progress,
                          ct.reshape(d * n_traj, -1).astype(y0.dtype), build=build, options=o)

@@ -126,7 +126,7 @@ def _solve_ensemble_jvp(problem: EnsembleProblem, primals, tangents):
         return out, _zero_tangents(out)
     # Where reverse mode is to run the adjoint (_adjoint.py), the tangent is the directional
     # primitive, whose transpose is then the adjoint rather than a column per entry.
-    if (not _adjoint.chosen(problem, sum(widths)) and sum(widths) <= UNIT_COLUMNS
+    if (not _adjoint.chosen(problem, sum(widths), y0.shape[0]) and sum(widths) <= UNIT_COLUMNS
             and unit_fits(problem, y0, widths)):
         ys, S, stats, event_time, event_state = unit_sensitivities(problem, primals, widths,
                                                                    progress)

@@ -317,7 +317,7 @@ def _transpose(ct, y0, params, shared, t_span, weights, tstops, first_step, dy0,
     if entries == 0:
         return [None] * N_PRIMALS + [jnp.zeros(a.shape, a.dtype) if w else None
                                      for a, w in zip(avals, wanted, strict=True)]
-    if _adjoint.chosen(problem, entries):
+    if _adjoint.chosen(problem, entries, n_traj):
         cotangents = _adjoint.adjoint_cotangents(problem, primals, ct)
         return [None] * N_PRIMALS + [c.astype(a.dtype) if w else None
                                      for c, a, w in zip(cotangents, avals, wanted, strict=True)]

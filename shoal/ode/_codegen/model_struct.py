@@ -57,6 +57,7 @@ class GeneratedModel:
     has_event: bool = False
     lane_arithmetic: bool = True
     has_vjp: bool = False  # it carries the vector-Jacobian products of the adjoint (vjp.py)
+    vjp_in_lanes: bool = False  # f's vjp is lane arithmetic (the adjoint's backward sweeps)
 
     @property
     def n_own(self) -> int:
@@ -213,7 +214,8 @@ def generate(f, n_vars: int, params: int | ParamLayout, dtype,
     return (GeneratedModel(source=source, n_vars=n_vars, n_params=n_params, dtype=dtype,
                            n_shared=n_shared, saved_shape=saved_shape,
                            has_jump="jump" in kinds, has_event="event" in kinds,
-                           lane_arithmetic=rhs_in_lanes, has_vjp="vjp" in kinds), closure)
+                           lane_arithmetic=rhs_in_lanes, has_vjp="vjp" in kinds,
+                           vjp_in_lanes=vjp_in_lanes), closure)
 
 
 # What a right-hand side may use and still run in SIMD lanes: arithmetic, comparisons and the
