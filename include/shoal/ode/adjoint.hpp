@@ -253,10 +253,10 @@ struct Adjoint {
     vjps.finish(p_bar);
   }
 
-  // The same sweep as a loop its caller drives (adjoint_backward_lanes.hpp runs the transposes
-  // of several trajectories' steps together): begin_backward, then while next_transpose()
-  // (which does a step's bookkeeping up to its transpose) the caller transposes `step` into
-  // `lambda`, then end_backward (ȳ0; p̄ is what the vjps accumulated).
+  // The same sweep as a loop its caller drives (adjoint_backward_lanes.hpp runs several
+  // trajectories' steps together): begin_backward, then while next_transpose() (or next_step,
+  // prepare, prepared: a step's bookkeeping up to its transpose) the caller transposes `step`
+  // into `lambda`, then end_backward (ȳ0; p̄ is what the vjps accumulated).
   void begin_backward(const Trajectory<T>& tr, const T* ys_bar, const T* event_bar) {
     sweep.tr = tr;
     sweep.ys_bar = ys_bar;
@@ -282,9 +282,19 @@ struct Adjoint {
     sweep.r = static_cast<int64_t>(is_jump.size());
   }
 
-  // The records down to the next accepted step: jumps transposed, that step evaluated again and
-  // given its end state's and its saves' cotangents; false when none is left.
-  bool next_transpose() {
+  // An accepted step to evaluate again: its start state, time and size, whether its dense output
+  // is needed, and its recorded stages (or nullptr).
+  struct StepToPrepare {
+    const T* y;
+    T t, h;
+    bool dense;
+    const T* stages;
+  };
+
+  // The records down to the next accepted step (jumps transposed on the way): the step to
+  // evaluate again, which the caller prepares (step.prepare, or several trajectories' steps at
+  // once: adjoint_backward_lanes.hpp) before prepared(); false when none is left.
+  bool next_step(StepToPrepare* out) {
     const Trajectory<T>& tr = sweep.tr;
     int& j = sweep.j;
     while (sweep.r > 0) {
@@ -311,39 +321,59 @@ struct Adjoint {
       const bool event_here = sweep.event_pending && sweep.t_event > t;
       const bool event_inside = event_here && sweep.t_event < end;
       const int64_t number = --sweep.step_number;
-      step.prepare(y, t, h, tr.p, inside > before || event_inside,
-                   number < sweep.with_stages
-                       ? stage_records.data() + number * Step::recorded
-                       : nullptr);
-      if (j > inside) {
-        T y_end[n];
-        step.end_state(y_end);
-        for (; j > inside; --j) vjps.save(y_end, tr.t_span[j], save_bar(j), lambda);
-      }
-      if (event_here && !event_inside) {
-        for (int i = 0; i < n; ++i) lambda[i] += sweep.event_bar[i];
-      }
-      step.clear();
-      step.add_end(lambda);
-      if (event_inside) step.add_save((sweep.t_event - t) / h, sweep.event_bar);
-      if (event_here) sweep.event_pending = false;
-      for (; j > before; --j) {
-        const T theta = (tr.t_span[j] - t) / h;
-        T w[n];
-        if constexpr (has_save<Model>()) {
-          T y_save[n];
-          step.dense_state(theta, y_save);
-          for (int i = 0; i < n; ++i) w[i] = T(0);
-          vjps.save(y_save, tr.t_span[j], save_bar(j), w);
-        } else {
-          for (int i = 0; i < n; ++i) w[i] = save_bar(j)[i];
-        }
-        step.add_save(theta, w);
-      }
+      sweep.at = {t, h, inside, before, event_here, event_inside};
+      *out = {y, t, h, inside > before || event_inside,
+              number < sweep.with_stages ? stage_records.data() + number * Step::recorded
+                                         : nullptr};
       return true;
     }
     return false;
   }
+
+  // After the step next_step() gave is prepared: the cotangents of its end state and of the
+  // saves and the event inside it, ready for its transpose.
+  void prepared() {
+    const Trajectory<T>& tr = sweep.tr;
+    int& j = sweep.j;
+    const auto& at = sweep.at;
+    if (j > at.inside) {
+      T y_end[n];
+      step.end_state(y_end);
+      for (; j > at.inside; --j) vjps.save(y_end, tr.t_span[j], save_bar(j), lambda);
+    }
+    if (at.event_here && !at.event_inside) {
+      for (int i = 0; i < n; ++i) lambda[i] += sweep.event_bar[i];
+    }
+    step.clear();
+    step.add_end(lambda);
+    if (at.event_inside) step.add_save((sweep.t_event - at.t) / at.h, sweep.event_bar);
+    if (at.event_here) sweep.event_pending = false;
+    for (; j > at.before; --j) {
+      const T theta = (tr.t_span[j] - at.t) / at.h;
+      T w[n];
+      if constexpr (has_save<Model>()) {
+        T y_save[n];
+        step.dense_state(theta, y_save);
+        for (int i = 0; i < n; ++i) w[i] = T(0);
+        vjps.save(y_save, tr.t_span[j], save_bar(j), w);
+      } else {
+        for (int i = 0; i < n; ++i) w[i] = save_bar(j)[i];
+      }
+      step.add_save(theta, w);
+    }
+  }
+
+  // next_step, the step prepared here, then prepared(): the next step ready for its transpose.
+  bool next_transpose() {
+    StepToPrepare next;
+    if (!next_step(&next)) return false;
+    step.prepare(next.y, next.t, next.h, sweep.tr.p, next.dense, next.stages);
+    prepared();
+    return true;
+  }
+
+  // The parameters of the trajectory being swept.
+  const T* sweep_params() const { return sweep.tr.p; }
 
   // ȳ0: λ at the start, with the cotangents of the saves there.
   void end_backward(T* y0_bar) {
@@ -362,6 +392,12 @@ struct Adjoint {
     int64_t step_number = 0, with_stages = 0;
     T t_event = T(0);
     bool event_pending = false;
+    // The step next_step() gave: its start and size, and the saves and event it serves.
+    struct {
+      T t, h;
+      int inside, before;
+      bool event_here, event_inside;
+    } at;
   } sweep;
 
   const T* save_bar(int save) const {

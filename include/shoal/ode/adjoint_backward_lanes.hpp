@@ -1,55 +1,72 @@
-// The backward sweeps of up to W trajectories side by side, their vector-Jacobian products on
+// The backward sweeps of up to W trajectories side by side, the costly half of each step on
 // SIMD lanes (adjoint.hpp's step 2 for the adjoint's forward solve in the lanes:
 // adjoint_lanes.hpp).
 //
 // Each trajectory's sweep keeps its own bookkeeping, scalar, as adjoint.hpp runs it (saves,
-// events, its records of steps and stages); only the transposes of the steps, where f's vjp is
-// called at every stage (a neural network's right-hand side: nearly all of the backward pass),
-// run together: lane l holds trajectory l's stage point, cotangent, and its p̄ (the lanes' own
-// copy of the model's vjp accumulates each lane's p̄ in the scalar sweep's order). The lanes
-// compute as scalars do, so every trajectory gets the scalar path's bits whatever the
-// trajectories beside it — but for one case: a lane whose stage the scalar sweep would skip
-// (its cotangent all zeros, a stage its step does not use, a sweep already ended) takes a zero
-// cotangent at another lane's point, which adds ±0 to its p̄ (no change: p̄ starts at +0 and
-// sums never make −0) unless a partial derivative there is infinite (0·∞ = NaN). A trajectory
-// whose p̄ ends with a NaN is therefore swept again on its own, scalar, from its records.
-//
-// Where it applies: explicit methods (ExplicitStepAdjoint::transpose_lanes), models whose vjp
-// is lane arithmetic (has_lane_vjp: the generated ones without run-time indexed writes), and no
-// jump_fn or save_fn, whose products add to p̄ outside the lanes.
+// events, jumps, its records of steps and stages); what runs together is, per method:
+//  - explicit (ExplicitStepAdjoint::transpose_lanes): the transposes of the steps, where f's vjp
+//    is called at every stage (a neural network's right-hand side: nearly all of the backward
+//    pass). Lane l holds trajectory l's stage point, cotangent and p̄ (the lanes' own copy of
+//    the model's vjp accumulates each lane's p̄ in the scalar sweep's order). A lane whose stage
+//    the scalar sweep would skip (its cotangent all zeros, a stage its step does not use, a
+//    sweep already ended) takes a zero cotangent at another lane's point, which adds ±0 to its
+//    p̄ (no change: p̄ starts at +0 and sums never make −0) unless a partial derivative there is
+//    infinite (0·∞ = NaN); a trajectory whose p̄ ends with a NaN is therefore swept again on
+//    its own, scalar, from its records. Needs f's vjp to be lane arithmetic (has_lane_vjp: the
+//    generated ones without additions at run-time indices) and no jump_fn or save_fn, whose
+//    products add to p̄ outside the lanes.
+//  - Rosenbrock (RosenbrockStepAdjoint::prepare_lanes): the steps' evaluations again (Jacobian,
+//    factors, stages: most of the backward pass), one step of the lanes stepper for W of them,
+//    each lane loaded into its trajectory's scalar stepper, which then transposes its step
+//    alone (its own p̄). Needs a matrix policy that loads lanes (the dense LU).
+// The lanes compute as scalars do, so every trajectory gets the scalar path's bits whatever the
+// trajectories beside it.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "shoal/config.hpp"
 #include "shoal/math.hpp"
 #include "shoal/ode/adjoint.hpp"
-#include "shoal/ode/explicit_rk_adjoint.hpp"
+#include "shoal/ode/ensemble.hpp"
 #include "shoal/ode/model_traits.hpp"
 #include "shoal/simd/lanes.hpp"
 
 namespace shoal {
 namespace ode {
 
+// Whether the backward sweeps of A (adjoint.hpp's Adjoint) run side by side (above).
 template <class A>
 constexpr bool backward_in_lanes() {
   using Model = typename A::SolvedModel;
   using Step = typename A::Step;
-  return has_lane_vjp<Model>() && !has_jump<Model>() && !has_save<Model>() &&
-         Step::transposes_in_lanes;
+  if constexpr (Step::transposes_in_lanes) {
+    return has_lane_vjp<Model>() && !has_jump<Model>() && !has_save<Model>();
+  } else {
+    return Step::prepares_in_lanes;
+  }
 }
 
-// A what the sweeps keep (adjoint.hpp's Adjoint), T its scalar, W the lanes.
-template <class A, class T, int W>
+// A what the sweeps keep, LanesStepper the method's stepper on lanes (Rosenbrock: it evaluates
+// the steps again), T the scalar, W the lanes.
+template <class A, template <class, class> class LanesStepper, class T, int W>
 struct BackwardLanes {
   using Model = typename A::SolvedModel;
   using Step = typename A::Step;
+  using StepToPrepare = typename A::StepToPrepare;
   using L = simd::Lanes<T, W>;
   static constexpr int n = Model::n_vars;
   static constexpr int n_params = Model::n_params;
+  static constexpr bool lane_products = Step::transposes_in_lanes;
 
-  ModelVjps<Model, L> vjps;  // q: each lane's p; out: each lane's p̄
+  // Explicit: q holds each lane's p, out each lane's p̄. Rosenbrock: p is each lane's p for the
+  // lanes stepper (whose factors are on the heap: W · 8n² bytes).
+  std::unique_ptr<ModelVjps<Model, L>> vjps{lane_products ? new ModelVjps<Model, L>() : nullptr};
+  std::vector<L> p = std::vector<L>(lane_products ? 0 : (n_params > 0 ? n_params : 1));
+  std::unique_ptr<LanesStepper<Model, L>> stepper{lane_products ? nullptr
+                                                                : new LanesStepper<Model, L>()};
   Step idle;  // the step of a lane whose sweep has ended: it uses no stage
 
   // SharedParamRow<Model, T>::row for the lifetime of one run(): the row of shared parameters
@@ -69,59 +86,116 @@ struct BackwardLanes {
   };
 
   BackwardLanes() {
-    idle.clear();
-    idle.used = 0;
+    if constexpr (lane_products) {
+      idle.clear();
+      idle.used = 0;
+    }
   }
 
   // Trajectories m[0 … count) (count <= W): their sweeps (each adjoint[l] holds trajectory
   // tr[l]'s records, forward solve successful) and their cotangents written into `a`.
   void run(const ShoalEnsembleArgs& a, A* const* adjoint, const Trajectory<T>* tr,
            const int64_t* m, int count) {
-    bool pending[W] = {};
-    Step* steps[W];
-    T* lambdas[W];
-    T spare[n];
+    // Each lane's parameters (a lane with no trajectory reads lane 0's).
     for (int l = 0; l < W; ++l) {
-      const int from = l < count ? l : 0;  // a lane with no trajectory reads lane 0's p
-      for (int i = 0; i < n_params; ++i) vjps.q[i].set(l, tr[from].p[i]);
-      for (int i = 0; i < n_params; ++i) vjps.out[n + i].set(l, T(0));
-      steps[l] = &idle;
-      lambdas[l] = spare;
+      const T* from = tr[l < count ? l : 0].p;
+      if constexpr (lane_products) {
+        for (int i = 0; i < n_params; ++i) vjps->q[i].set(l, from[i]);
+        for (int i = 0; i < n_params; ++i) vjps->out[n + i].set(l, T(0));
+      } else {
+        for (int i = 0; i < n_params; ++i) p[i].set(l, from[i]);
+      }
     }
     // The products read shared weights as scalars (lane_traits.hpp: shared_param_row) where
     // every lane's trajectory reads the same row of them.
     SharedRow shared_row(a, m, count);
+    bool pending[W] = {};
     for (int l = 0; l < count; ++l) {
       const T* ys_bar = saves_cotangent<Model, T>(a, m[l]);
       adjoint[l]->begin_backward(tr[l], ys_bar, ys_bar + a.n_save * n_saved<Model>());
-      pending[l] = adjoint[l]->next_transpose();
+      pending[l] = true;
     }
     for (;;) {
+      // Every pending sweep's next step, prepared (together where the method can), then its
+      // bookkeeping, then the transposes (together where the method can).
+      StepToPrepare next[W];
       bool any = false;
       for (int l = 0; l < count; ++l) {
-        steps[l] = pending[l] ? &adjoint[l]->step : &idle;
-        lambdas[l] = pending[l] ? adjoint[l]->lambda : spare;
+        if (pending[l]) pending[l] = adjoint[l]->next_step(&next[l]);
         any = any || pending[l];
       }
       if (!any) break;
-      Step::template transpose_lanes<L>(steps, W, vjps, lambdas);
+      prepare(adjoint, next, pending, count);
       for (int l = 0; l < count; ++l) {
-        if (pending[l]) pending[l] = adjoint[l]->next_transpose();
+        if (pending[l]) adjoint[l]->prepared();
+      }
+      transpose(adjoint, pending, count);
+    }
+    for (int l = 0; l < count; ++l) finish(a, adjoint[l], tr[l], m[l], l);
+  }
+
+ private:
+  // Lane l's step next[l] (where pending[l]) into its adjoint's step.
+  void prepare(A* const* adjoint, const StepToPrepare* next, const bool* pending, int count) {
+    if constexpr (lane_products) {
+      for (int l = 0; l < count; ++l) {
+        if (!pending[l]) continue;
+        const StepToPrepare& s = next[l];
+        adjoint[l]->step.prepare(s.y, s.t, s.h, adjoint[l]->sweep_params(), s.dense, s.stages);
+      }
+    } else {
+      Step* steps[W] = {};
+      const T* start[W] = {};
+      const T* params[W] = {};
+      T t[W] = {}, h[W] = {};
+      for (int l = 0; l < count; ++l) {
+        if (!pending[l]) continue;
+        steps[l] = &adjoint[l]->step;
+        start[l] = next[l].y;
+        t[l] = next[l].t;
+        h[l] = next[l].h;
+        params[l] = adjoint[l]->sweep_params();
+      }
+      Step::prepare_lanes(steps, start, t, h, params, *stepper, p.data());
+    }
+  }
+
+  void transpose(A* const* adjoint, const bool* pending, int count) {
+    if constexpr (lane_products) {
+      // Lane l of the products is trajectory l's (its p̄): idle steps where none is pending.
+      Step* steps[W];
+      T* lambdas[W];
+      T spare[n];
+      for (int l = 0; l < W; ++l) {
+        const bool here = l < count && pending[l];
+        steps[l] = here ? &adjoint[l]->step : &idle;
+        lambdas[l] = here ? adjoint[l]->lambda : spare;
+      }
+      Step::template transpose_lanes<L>(steps, W, *vjps, lambdas);
+    } else {
+      for (int l = 0; l < count; ++l) {
+        if (pending[l]) adjoint[l]->step.transpose(adjoint[l]->vjps, adjoint[l]->lambda);
       }
     }
-    for (int l = 0; l < count; ++l) {
-      T* y0_bar = static_cast<T*>(a.y0_bar) + m[l] * n;
-      T* p_bar = static_cast<T*>(a.p_bar) + m[l] * n_params;
-      adjoint[l]->end_backward(y0_bar);
+  }
+
+  void finish(const ShoalEnsembleArgs& a, A* adjoint, const Trajectory<T>& tr, int64_t m,
+              int l) {
+    T* y0_bar = static_cast<T*>(a.y0_bar) + m * n;
+    T* p_bar = static_cast<T*>(a.p_bar) + m * n_params;
+    adjoint->end_backward(y0_bar);
+    if constexpr (lane_products) {
       bool finite = true;
       for (int i = 0; i < n_params; ++i) {
-        p_bar[i] = vjps.out[n + i][l];
+        p_bar[i] = vjps->out[n + i][l];
         finite = finite && p_bar[i] == p_bar[i];
       }
       if (!finite) {
-        const T* ys_bar = saves_cotangent<Model, T>(a, m[l]);
-        adjoint[l]->backward(tr[l], ys_bar, ys_bar + a.n_save * n_saved<Model>(), y0_bar, p_bar);
+        const T* ys_bar = saves_cotangent<Model, T>(a, m);
+        adjoint->backward(tr, ys_bar, ys_bar + a.n_save * n_saved<Model>(), y0_bar, p_bar);
       }
+    } else {
+      adjoint->vjps.finish(p_bar);
     }
   }
 };

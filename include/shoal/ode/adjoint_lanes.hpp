@@ -19,7 +19,7 @@ namespace ode {
 // A lane observer (lanes_ensemble.hpp) holding one Adjoint per lane, and where the backward
 // sweeps run in the lanes as many again for the finished trajectories that wait for them; all
 // of them share a worker thread's stage budget (adjoint.hpp's default) equally.
-template <template <class, class> class Stepper,
+template <template <class, class> class Stepper, template <class, class> class LanesStepper,
           template <template <class, class> class, class, class> class StepAdjoint, class Model,
           class T, int W>
 struct AdjointLanes {
@@ -39,14 +39,14 @@ struct AdjointLanes {
   int n_parked = 0;
   A* spare[W];
   int n_spare = 0;
-  std::unique_ptr<BackwardLanes<A, T, W>> backward;
+  std::unique_ptr<BackwardLanes<A, LanesStepper, T, W>> backward;
 
   explicit AdjointLanes(const ShoalEnsembleArgs& args)
       : a(args), opt(IntegrateOptions<T>::from(args.options)) {
     for (int l = 0; l < W; ++l) lanes[l] = &adjoints[l];
     if constexpr (batched) {
       for (int l = 0; l < W; ++l) spare[n_spare++] = &adjoints[W + l];
-      backward.reset(new BackwardLanes<A, T, W>());
+      backward.reset(new BackwardLanes<A, LanesStepper, T, W>());
     }
   }
 
@@ -58,8 +58,8 @@ struct AdjointLanes {
   void after_next_attempt(int l, const Run& run) {
     lanes[l]->after_next_attempt(run);
   }
-  template <class Run, class LanesStepper>
-  void before_completion(int l, const Run& run, const LanesStepper& stepper) {
+  template <class Run, class Lanes>
+  void before_completion(int l, const Run& run, const Lanes& stepper) {
     lanes[l]->before_completion(run, [&](T* out) { A::Step::record_lane(stepper, l, out); });
   }
   template <class Run>
@@ -101,7 +101,8 @@ template <template <class, class> class ScalarStepper, template <class, class> c
           class T, int W>
 void adjoint_range_lanes(const ShoalEnsembleArgs& a, int64_t begin, int64_t end) {
   solve_range_lanes<ScalarStepper, LanesStepper, Model, T, W,
-                    AdjointLanes<ScalarStepper, StepAdjoint, Model, T, W>>(a, begin, end);
+                    AdjointLanes<ScalarStepper, LanesStepper, StepAdjoint, Model, T, W>>(a, begin,
+                                                                                       end);
 }
 
 }  // namespace ode

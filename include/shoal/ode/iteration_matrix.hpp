@@ -44,6 +44,16 @@ struct DenseIterationMatrix {
   SHOAL_HD void solve_transposed(T* b) const {
     lu.solve_transposed(b);
   }
+
+  // Lane l of a lanes matrix's factors (linalg/dense_lu_lanes.hpp), which are the scalar
+  // factorisation's bits: the adjoint's backward sweeps evaluate W steps at once in the lanes,
+  // then transpose each alone (adjoint_backward_lanes.hpp).
+  static constexpr bool loads_lanes = true;
+  template <class LanesMatrix>
+  void load_lane(const LanesMatrix& from, int l) {
+    for (int i = 0; i < n * n; ++i) lu.a[i] = lane(from.lu.a[i], l);
+    for (int i = 0; i < n; ++i) lu.piv[i] = from.lu.piv[i][l];
+  }
 };
 
 // The dense policy for a given factorisation precision, as a one-parameter template.

@@ -122,6 +122,15 @@ struct Rosenbrock {
         for (int i = 0; i < n; ++i) dense[r][i] = lane(from.dense[r][i], l);
       for (int i = 0; i < n; ++i) y_end[i] = lane(from.y_end[i], l);
     }
+    // All of lane l's step: its stages, dense output, end state and factors (the adjoint's
+    // backward sweeps, adjoint_backward_lanes.hpp; the matrix policy's load_lane).
+    template <class LanesStepper>
+    void load_step_lane(const LanesStepper& from, int l) {
+      load_lane(from, l);
+      for (int s = 0; s < Tab::stages; ++s)
+        for (int i = 0; i < n; ++i) k[s][i] = lane(from.k[s][i], l);
+      system.M.load_lane(from.system.M, l);
+    }
     template <class LanesStepper>
     void store_init_lane(LanesStepper&, int) const {}
     template <class Mask>

@@ -18,6 +18,7 @@
 #pragma once
 
 #include "shoal/config.hpp"
+#include "shoal/lane_traits.hpp"
 #include "shoal/ode/adjoint.hpp"
 
 namespace shoal {
@@ -30,6 +31,22 @@ struct RosenbrockStepAdjoint {
   static constexpr int n = Model::n_vars;
   static constexpr int last = Tab::stages - 1;
   static constexpr bool transposes_in_lanes = false;  // scalar, one trajectory at a time
+
+ private:
+  template <class M>
+  static constexpr auto loads_lanes_of(int) -> decltype(M::loads_lanes, true) {
+    return M::loads_lanes;
+  }
+  template <class M>
+  static constexpr bool loads_lanes_of(long) {
+    return false;
+  }
+
+ public:
+  // Whether W steps are evaluated again at once by the lanes stepper, each lane then loaded
+  // into its trajectory's scalar stepper (prepare_lanes): where the iteration matrix can load a
+  // lane of its factors (the dense LU; the sparse solver's stay one trajectory at a time).
+  static constexpr bool prepares_in_lanes = loads_lanes_of<decltype(S::system.M)>(0);
 
   S stepper;  // its step evaluates the stages, the factors and the dense output again
   T u[Tab::stages][n], k_bar[Tab::stages][n], y_bar[n];
@@ -50,6 +67,43 @@ struct RosenbrockStepAdjoint {
     p = params;
     T y_new[n], err[n];
     stepper.step(y, t, h, p, y_new, err);
+    stage_points();
+  }
+
+  // prepare() of up to W steps at once: lane l's step (where steps[l] is not null) from
+  // start[l] at t[l] of size h[l] with its trajectory's parameters params[l], by one step of
+  // `lanes` (this method's stepper on lanes; p: each lane's parameters), each lane's then
+  // loaded into its trajectory's stepper: the scalar step's bits (lanes compute as scalars do).
+  // A lane without a step steps the first one's again (defined values, unread).
+  template <class LanesStepper, class L>
+  static void prepare_lanes(RosenbrockStepAdjoint* const* steps, const T* const* start,
+                            const T* t, const T* h, const T* const* params, LanesStepper& lanes,
+                            const L* p) {
+    constexpr int W = lane_count<L>();
+    int first = 0;
+    while (steps[first] == nullptr) ++first;
+    L y_l[n], t_l, h_l, y_new[n], err[n];
+    for (int l = 0; l < W; ++l) {
+      const int from = steps[l] != nullptr ? l : first;
+      for (int i = 0; i < n; ++i) y_l[i].set(l, start[from][i]);
+      t_l.set(l, t[from]);
+      h_l.set(l, h[from]);
+    }
+    lanes.step(y_l, t_l, h_l, p, y_new, err);
+    for (int l = 0; l < W; ++l) {
+      if (steps[l] == nullptr) continue;
+      RosenbrockStepAdjoint& st = *steps[l];
+      st.y = start[l];
+      st.t = t[l];
+      st.h = h[l];
+      st.p = params[l];
+      st.stepper.load_step_lane(lanes, l);
+      st.stage_points();
+    }
+  }
+
+  // u_s = y + Σ_{j<s} a_sj k_j, the stage points f's products are taken at.
+  void stage_points() {
     for (int s = 0; s < Tab::stages; ++s) {
       for (int i = 0; i < n; ++i) {
         T acc = y[i];
