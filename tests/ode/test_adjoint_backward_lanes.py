@@ -208,7 +208,8 @@ def _robertson_dae(y, t, k):
     ("rodas5p", {}), ("rodas4", {}), ("rosenbrock23", {}),
     ("rodas5p", {"lu_precision": "fp32"}),
     ("rodas5p", {"mass": np.diag([1.0, 1.0, 0.0])}),  # a DAE: M/(hγ) − J in the factors
-    ("rodas5p", {"sparsity": "auto"}),  # the sparse solver's steps: one trajectory at a time
+    ("rodas5p", {"sparsity": "auto"}),  # the sparse solver: its factors load lanes too
+    ("rodas4", {"sparsity": "auto", "mass": np.diag([1.0, 1.0, 0.0])}),
 ])
 def test_rosenbrock_steps_evaluated_in_the_lanes_give_the_scalar_paths_bits(method, options):
     # RosenbrockStepAdjoint::prepare_lanes: W steps evaluated again by the lanes stepper, each

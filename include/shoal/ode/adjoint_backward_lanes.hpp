@@ -18,7 +18,7 @@
 //  - Rosenbrock (RosenbrockStepAdjoint::prepare_lanes): the steps' evaluations again (Jacobian,
 //    factors, stages: most of the backward pass), one step of the lanes stepper for W of them,
 //    each lane loaded into its trajectory's scalar stepper, which then transposes its step
-//    alone (its own p̄). Needs a matrix policy that loads lanes (the dense LU).
+//    alone (its own p̄). Needs a matrix policy that loads lanes (the dense LU, the sparse solver).
 // The lanes compute as scalars do, so every trajectory gets the scalar path's bits whatever the
 // trajectories beside it.
 #pragma once

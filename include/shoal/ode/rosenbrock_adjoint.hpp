@@ -45,7 +45,7 @@ struct RosenbrockStepAdjoint {
  public:
   // Whether W steps are evaluated again at once by the lanes stepper, each lane then loaded
   // into its trajectory's scalar stepper (prepare_lanes): where the iteration matrix can load a
-  // lane of its factors (the dense LU; the sparse solver's stay one trajectory at a time).
+  // lane of its factors (the dense LU and the sparse solver do).
   static constexpr bool prepares_in_lanes = loads_lanes_of<decltype(S::system.M)>(0);
 
   S stepper;  // its step evaluates the stages, the factors and the dense output again

@@ -75,6 +75,15 @@ struct SparseIterationMatrix {
   SHOAL_HD void solve_transposed(T* b) const {
     Structure::solve_transposed(a, b);
   }
+
+  // Lane l of a lanes matrix's factors (the same static pivot order, so the scalar
+  // factorisation's bits): the adjoint's backward sweeps evaluate W steps at once in the lanes,
+  // then transpose each alone (adjoint_backward_lanes.hpp).
+  static constexpr bool loads_lanes = true;
+  template <class LanesMatrix>
+  void load_lane(const LanesMatrix& from, int l) {
+    for (int s = 0; s < Structure::nnz; ++s) a[s] = lane(from.a[s], l);
+  }
 };
 
 }  // namespace ode
