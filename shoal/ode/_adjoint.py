@@ -42,10 +42,11 @@ adjoint_p.def_impl(functools.partial(_primitive._apply_primitive, adjoint_p))
 # entries, 1.57 at 32, 2.5 at 64 where the backward sweeps run one trajectory at a time, so
 # about 1 at 22-24; where they run side by side in the lanes (adjoint_backward_lanes.hpp:
 # models whose vjp is lane arithmetic, without jump_fn or save_fn; 2026-12-04): 0.82 at 4,
-# 1.01 at 8, 1.60 at 16, 3.6 at 32. Rosenbrock, --cases stiff: 1.37 at 10, 3.9 at 25; kept at
-# 10, where forward mode's columns, part of the step control, are the safer choice at about
-# the same cost.
-AUTO_ENTRIES = {"explicit": 24, "explicit in lanes": 8, "rosenbrock": 10}
+# 1.01 at 8, 1.60 at 16, 3.6 at 32. Rosenbrock, --cases stiff: 1.37 at 10, 3.9 at 25 one at a
+# time (kept at 10, where forward mode's columns, part of the step control, are the safer
+# choice at about the same cost); with the steps evaluated again in the lanes (2026-12-04, the
+# same network, m = 4 … 25): 0.64 at 4, 0.92 at 6, 1.20 at 8, 1.51 at 10, 2.44 at 14, 4.7 at 25.
+AUTO_ENTRIES = {"explicit": 24, "explicit in lanes": 8, "rosenbrock": 10, "rosenbrock in lanes": 8}
 
 
 def chosen(problem, entries: int, n_traj: int) -> bool:
@@ -54,10 +55,9 @@ def chosen(problem, entries: int, n_traj: int) -> bool:
     o = problem.options
     if o.adjoint is True:
         return True
-    if o.method.explicit:
-        family = "explicit in lanes" if backward_in_lanes(problem, n_traj) else "explicit"
-    else:
-        family = "rosenbrock"
+    family = "explicit" if o.method.explicit else "rosenbrock"
+    if backward_in_lanes(problem, n_traj):
+        family += " in lanes"
     return (o.adjoint == "auto" and entries > AUTO_ENTRIES[family] and problem.model.has_vjp
             and jax.default_backend() == "cpu")
 
@@ -75,13 +75,15 @@ def _build_of(problem) -> _build.ModelBuild:
 
 
 def backward_in_lanes(problem, n_traj: int) -> bool:
-    """Whether the adjoint's backward sweeps of an explicit method run side by side in the SIMD
-    lanes (include/shoal/ode/adjoint_backward_lanes.hpp): its forward solve runs there, f's vjp
-    is lane arithmetic, and no jump_fn or save_fn adds to p̄ outside the lanes."""
+    """Whether the adjoint's backward sweeps run side by side in the SIMD lanes
+    (include/shoal/ode/adjoint_backward_lanes.hpp): where its forward solve runs there, for a
+    Rosenbrock method (its steps evaluated again in the lanes) and for an explicit one whose f
+    has a vjp in lane arithmetic and no jump_fn or save_fn adds to p̄ outside the lanes."""
     model = problem.model
-    return (problem.options.method.explicit and model.vjp_in_lanes and not model.has_jump
-            and model.saved_shape is None
-            and _build.for_ensemble(_build_of(problem), n_traj).variant.lanes != 1)
+    if _build.for_ensemble(_build_of(problem), n_traj).variant.lanes == 1:
+        return False
+    return (not problem.options.method.explicit
+            or (model.vjp_in_lanes and not model.has_jump and model.saved_shape is None))
 
 
 @adjoint_p.def_abstract_eval

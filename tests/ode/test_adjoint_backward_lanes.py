@@ -166,9 +166,10 @@ def test_a_non_finite_partial_at_another_lanes_point_leaves_a_member_unchanged()
     np.testing.assert_array_equal(lanes[1][1:], rest[1])
 
 
+@pytest.mark.parametrize("method", ["tsit5", "rodas5p"])
 @pytest.mark.parametrize("entries", [8, 9])  # both sides of "auto"'s threshold in the lanes
 def test_auto_takes_the_adjoint_from_nine_entries_where_the_sweeps_run_in_the_lanes(
-        monkeypatch, entries):
+        monkeypatch, entries, method):
     from shoal.ode import _adjoint
 
     calls = []
@@ -184,7 +185,7 @@ def test_auto_takes_the_adjoint_from_nine_entries_where_the_sweeps_run_in_the_la
     y0 = jnp.linspace(0.5, 2.0, 10)[:, None]
 
     def loss(table, lanes, adjoint="auto"):
-        ys = solve(f, y0, ts, table, params_axes=None, method="tsit5", rtol=1e-9, atol=1e-9,
+        ys = solve(f, y0, ts, table, params_axes=None, method=method, rtol=1e-9, atol=1e-9,
                    sens_error_control=False, first_step=1e-3, lanes=lanes, adjoint=adjoint)
         return jnp.sum(ys[:, -1] ** 2)
 
@@ -192,7 +193,8 @@ def test_auto_takes_the_adjoint_from_nine_entries_where_the_sweeps_run_in_the_la
     got = jax.grad(loss)(table, 0)
     assert bool(calls) == (entries > 8)
     np.testing.assert_allclose(got, jax.grad(loss)(table, 0, False), rtol=1e-10)
-    # One trajectory at a time (lanes=1) the sweeps are scalar: forward columns up to 24.
+    # One trajectory at a time (lanes=1) the sweeps are scalar: forward columns up to 24
+    # entries (explicit) or 10 (Rosenbrock).
     calls.clear()
     jax.grad(loss)(table, 1)
     assert not calls
