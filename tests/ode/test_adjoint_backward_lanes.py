@@ -213,11 +213,15 @@ def _robertson_dae(y, t, k):
     ("rodas5p", {"sparsity": "auto"}),  # the sparse solver: its factors load lanes too
     ("rodas4", {"sparsity": "auto", "mass": np.diag([1.0, 1.0, 0.0])}),
 ])
-def test_rosenbrock_steps_evaluated_in_the_lanes_give_the_scalar_paths_bits(method, options):
+@pytest.mark.parametrize("doses", [True, False])
+def test_rosenbrock_steps_evaluated_in_the_lanes_give_the_scalar_paths_bits(method, options,
+                                                                            doses):
     # RosenbrockStepAdjoint::prepare_lanes: W steps evaluated again by the lanes stepper, each
     # lane's stages and factors loaded into its trajectory's stepper. 13 members (a full and a
     # partial batch) whose rates span two decades (different steps), per-member and shared
-    # rates, a dose at a stop and a save_fn (scalar products beside the lanes' steps).
+    # rates. With a dose at a stop and a save_fn (scalar products) each trajectory transposes
+    # its steps alone; without, the transposes run on the lanes too (transpose_lanes: solves
+    # with the lanes' factors, f's vjp and jvp_vjp on lanes).
     n = 13
     k = jnp.stack([jnp.geomspace(0.02, 2.0, n), jnp.full(n, 3e7), jnp.full(n, 1e4)], axis=1)
     y0 = jnp.tile(jnp.array([1.0, 0.0, 0.0]), (n, 1))
@@ -231,10 +235,12 @@ def test_rosenbrock_steps_evaluated_in_the_lanes_give_the_scalar_paths_bits(meth
     def dose(y, t, p):
         return y.at[0].add(0.1).at[2].add(-0.1)
 
+    extra = dict(tstops=jnp.array([1.0]), jump_fn=dose,
+                 save_fn=lambda y, t, p: y[:2] * p[0]) if doses else {}
+
     def loss(k, y0, lanes):
         ys = solve(f, y0, ts, k, method=method, rtol=1e-7, atol=1e-10, lanes=lanes,
-                   adjoint=True, tstops=jnp.array([1.0]), jump_fn=dose,
-                   save_fn=lambda y, t, p: y[:2] * p[0], **options)
+                   adjoint=True, **extra, **options)
         return jnp.sum(jnp.log1p(ys))
 
     scalar = jax.grad(loss, (0, 1))(k, y0, 1)

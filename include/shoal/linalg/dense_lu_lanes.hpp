@@ -100,6 +100,25 @@ struct DenseLU<simd::Lanes<S, W>, N> {
     }
     for (int i = 0; i < N; ++i) b[i] = x[i];
   }
+
+  // Overwrites b with A⁻ᵀ b in every lane, as the scalar solve_transposed computes it (the
+  // adjoint's transposes: ode/rosenbrock_adjoint.hpp).
+  template <class T>
+  void solve_transposed(T* b) const {
+    T w[N];
+    for (int i = 0; i < N; ++i) {
+      T acc = b[i];
+      for (int j = 0; j < i; ++j) acc -= T(a[j * N + i]) * w[j];
+      w[i] = acc / T(a[i * N + i]);
+    }
+    for (int i = N - 1; i >= 0; --i) {
+      T acc = w[i];
+      for (int j = i + 1; j < N; ++j) acc -= T(a[j * N + i]) * w[j];
+      w[i] = acc;
+    }
+    for (int i = 0; i < N; ++i)
+      for (int l = 0; l < W; ++l) simd::set_lane(b[piv[i][l]], l, simd::lane(w[i], l));
+  }
 };
 
 }  // namespace linalg

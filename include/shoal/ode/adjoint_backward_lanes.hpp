@@ -17,8 +17,12 @@
 //    products add to p̄ outside the lanes.
 //  - Rosenbrock (RosenbrockStepAdjoint::prepare_lanes): the steps' evaluations again (Jacobian,
 //    factors, stages: most of the backward pass), one step of the lanes stepper for W of them,
-//    each lane loaded into its trajectory's scalar stepper, which then transposes its step
-//    alone (its own p̄). Needs a matrix policy that loads lanes (the dense LU, the sparse solver).
+//    each lane loaded into its trajectory's scalar stepper; needs a matrix policy that loads
+//    lanes (the dense LU, the sparse solver). Then, where f's vjp and jvp_vjp are lane
+//    arithmetic and no jump_fn or save_fn adds to p̄ outside the lanes, the transposes too
+//    (RosenbrockStepAdjoint::transpose_lanes: transposed solves with the lanes stepper's
+//    factors, f's two products on lanes, p̄ per lane and repaired as above); else each
+//    trajectory transposes its step alone (its own p̄).
 // The lanes compute as scalars do, so every trajectory gets the scalar path's bits whatever the
 // trajectories beside it.
 #pragma once
@@ -37,16 +41,16 @@
 namespace shoal {
 namespace ode {
 
-// Whether the backward sweeps of A (adjoint.hpp's Adjoint) run side by side (above).
+// Whether the backward sweeps of A (adjoint.hpp's Adjoint) run side by side (above): their
+// products on lanes, or their steps evaluated on lanes, or both.
+template <class A>
+constexpr bool products_in_lanes() {
+  using Model = typename A::SolvedModel;
+  return A::Step::transposes_in_lanes && !has_jump<Model>() && !has_save<Model>();
+}
 template <class A>
 constexpr bool backward_in_lanes() {
-  using Model = typename A::SolvedModel;
-  using Step = typename A::Step;
-  if constexpr (Step::transposes_in_lanes) {
-    return has_lane_vjp<Model>() && !has_jump<Model>() && !has_save<Model>();
-  } else {
-    return Step::prepares_in_lanes;
-  }
+  return products_in_lanes<A>() || A::Step::prepares_in_lanes;
 }
 
 // A what the sweeps keep, LanesStepper the method's stepper on lanes (Rosenbrock: it evaluates
@@ -59,15 +63,16 @@ struct BackwardLanes {
   using L = simd::Lanes<T, W>;
   static constexpr int n = Model::n_vars;
   static constexpr int n_params = Model::n_params;
-  static constexpr bool lane_products = Step::transposes_in_lanes;
+  static constexpr bool lane_products = products_in_lanes<A>();
+  static constexpr bool lane_steps = Step::prepares_in_lanes;
 
-  // Explicit: q holds each lane's p, out each lane's p̄. Rosenbrock: p is each lane's p for the
-  // lanes stepper (whose factors are on the heap: W · 8n² bytes).
+  // With the products on lanes, q holds each lane's p and out each lane's p̄. With the steps on
+  // lanes, p is each lane's p for the lanes stepper (whose factors are on the heap: W · 8n²
+  // bytes, and stay there for the transposes' solves).
   std::unique_ptr<ModelVjps<Model, L>> vjps{lane_products ? new ModelVjps<Model, L>() : nullptr};
-  std::vector<L> p = std::vector<L>(lane_products ? 0 : (n_params > 0 ? n_params : 1));
-  std::unique_ptr<LanesStepper<Model, L>> stepper{lane_products ? nullptr
-                                                                : new LanesStepper<Model, L>()};
-  Step idle;  // the step of a lane whose sweep has ended: it uses no stage
+  std::vector<L> p = std::vector<L>(lane_steps ? (n_params > 0 ? n_params : 1) : 0);
+  std::unique_ptr<LanesStepper<Model, L>> stepper{lane_steps ? new LanesStepper<Model, L>()
+                                                             : nullptr};
 
   // SharedParamRow<Model, T>::row for the lifetime of one run(): the row of shared parameters
   // the trajectories m[0 … count) all read, else null; then what it was (the forward solve's).
@@ -85,13 +90,6 @@ struct BackwardLanes {
     ~SharedRow() { SharedParamRow<Model, T>::row = before; }
   };
 
-  BackwardLanes() {
-    if constexpr (lane_products) {
-      idle.clear();
-      idle.used = 0;
-    }
-  }
-
   // Trajectories m[0 … count) (count <= W): their sweeps (each adjoint[l] holds trajectory
   // tr[l]'s records, forward solve successful) and their cotangents written into `a`.
   void run(const ShoalEnsembleArgs& a, A* const* adjoint, const Trajectory<T>* tr,
@@ -102,7 +100,8 @@ struct BackwardLanes {
       if constexpr (lane_products) {
         for (int i = 0; i < n_params; ++i) vjps->q[i].set(l, from[i]);
         for (int i = 0; i < n_params; ++i) vjps->out[n + i].set(l, T(0));
-      } else {
+      }
+      if constexpr (lane_steps) {
         for (int i = 0; i < n_params; ++i) p[i].set(l, from[i]);
       }
     }
@@ -137,7 +136,7 @@ struct BackwardLanes {
  private:
   // Lane l's step next[l] (where pending[l]) into its adjoint's step.
   void prepare(A* const* adjoint, const StepToPrepare* next, const bool* pending, int count) {
-    if constexpr (lane_products) {
+    if constexpr (!lane_steps) {
       for (int l = 0; l < count; ++l) {
         if (!pending[l]) continue;
         const StepToPrepare& s = next[l];
@@ -162,16 +161,15 @@ struct BackwardLanes {
 
   void transpose(A* const* adjoint, const bool* pending, int count) {
     if constexpr (lane_products) {
-      // Lane l of the products is trajectory l's (its p̄): idle steps where none is pending.
-      Step* steps[W];
-      T* lambdas[W];
-      T spare[n];
-      for (int l = 0; l < W; ++l) {
-        const bool here = l < count && pending[l];
-        steps[l] = here ? &adjoint[l]->step : &idle;
-        lambdas[l] = here ? adjoint[l]->lambda : spare;
+      // Lane l of the products is trajectory l's (its p̄); null where none is pending.
+      Step* steps[W] = {};
+      T* lambdas[W] = {};
+      for (int l = 0; l < count; ++l) {
+        if (!pending[l]) continue;
+        steps[l] = &adjoint[l]->step;
+        lambdas[l] = adjoint[l]->lambda;
       }
-      Step::template transpose_lanes<L>(steps, W, *vjps, lambdas);
+      Step::template transpose_lanes<L>(steps, *vjps, stepper.get(), lambdas);
     } else {
       for (int l = 0; l < count; ++l) {
         if (pending[l]) adjoint[l]->step.transpose(adjoint[l]->vjps, adjoint[l]->lambda);

@@ -16,6 +16,7 @@
 #include "shoal/config.hpp"
 #include "shoal/lane_traits.hpp"
 #include "shoal/ode/adjoint.hpp"
+#include "shoal/ode/model_traits.hpp"
 
 namespace shoal {
 namespace ode {
@@ -25,7 +26,10 @@ struct ExplicitStepAdjoint {
   using Tab = typename Stepper<Model, T>::Tableau;
   static constexpr int n = Model::n_vars;
   static constexpr int last = Tab::stages - 1;
-  static constexpr bool transposes_in_lanes = true;  // transpose_lanes below
+  // transpose_lanes below, where f's vjp runs on lanes; the steps are evaluated one at a time
+  // (from their recorded stages, mostly).
+  static constexpr bool transposes_in_lanes = has_lane_vjp<Model>();
+  static constexpr bool prepares_in_lanes = false;
 
   T point[Tab::dense_stages][n], k[Tab::dense_stages][n], k_bar[Tab::dense_stages][n];
   T y_bar[n];
@@ -150,26 +154,28 @@ struct ExplicitStepAdjoint {
     for (int i = 0; i < n; ++i) out[i] = y_bar[i];
   }
 
-  // transpose() of `count` steps (count <= W, one per lane) at once: at each stage, one product
-  // on SIMD lanes (LaneVjps: ModelVjps over simd::Lanes<T, W>) for the lanes whose stage the
-  // scalar transpose would evaluate, each lane's results then used as the scalar loop uses them
-  // (so each trajectory gets the scalar path's bits). A lane that would skip the stage gets a
-  // zero cotangent at another lane's stage point; its p̄ changes only where that product is not
-  // finite (adjoint_backward_lanes.hpp). Lane l's start cotangent goes to out[l].
-  template <class L, class LaneVjps>
-  static void transpose_lanes(ExplicitStepAdjoint* const* steps, int count, LaneVjps& vjps,
-                              T* const* out) {
+  // transpose() of up to W steps at once (steps[l]: lane l's, or null): at each stage, one
+  // product on SIMD lanes (LaneVjps: ModelVjps over L = simd::Lanes<T, W>) for the lanes whose
+  // stage the scalar transpose would evaluate, each lane's results then used as the scalar loop
+  // uses them (so each trajectory gets the scalar path's bits). A lane that would skip the
+  // stage gets a zero cotangent at another lane's stage point; its p̄ changes only where that
+  // product is not finite (adjoint_backward_lanes.hpp). Lane l's start cotangent goes to
+  // out[l]. (The lanes stepper is the Rosenbrock transposes'; unused here.)
+  template <class L, class LaneVjps, class LanesStepper>
+  static void transpose_lanes(ExplicitStepAdjoint* const* steps, LaneVjps& vjps,
+                              const LanesStepper*, T* const* out) {
     constexpr int W = lane_count<L>();
     int most = 0;
-    for (int l = 0; l < count; ++l) most = steps[l]->used > most ? steps[l]->used : most;
+    for (int l = 0; l < W; ++l) {
+      if (steps[l] != nullptr && steps[l]->used > most) most = steps[l]->used;
+    }
     L point_l[n], t_l, w_l[n], u_l[n];
     for (int s = most - 1; s >= 0; --s) {
       bool needs[W] = {};
       int first = -1;
-      for (int l = 0; l < count; ++l) {
-        const ExplicitStepAdjoint& st = *steps[l];
-        if (s >= st.used) continue;
-        for (int i = 0; i < n; ++i) needs[l] = needs[l] || st.k_bar[s][i] != T(0);
+      for (int l = 0; l < W; ++l) {
+        if (steps[l] == nullptr || s >= steps[l]->used) continue;
+        for (int i = 0; i < n; ++i) needs[l] = needs[l] || steps[l]->k_bar[s][i] != T(0);
         if (needs[l] && first < 0) first = l;
       }
       if (first < 0) continue;
@@ -182,7 +188,7 @@ struct ExplicitStepAdjoint {
         t_l.set(l, st.t + T(Tab::c(s)) * st.h);
       }
       vjps.rhs(point_l, t_l, w_l, u_l);
-      for (int l = 0; l < count; ++l) {
+      for (int l = 0; l < W; ++l) {
         if (!needs[l]) continue;
         ExplicitStepAdjoint& st = *steps[l];
         T u[n];
@@ -195,8 +201,10 @@ struct ExplicitStepAdjoint {
         }
       }
     }
-    for (int l = 0; l < count; ++l)
+    for (int l = 0; l < W; ++l) {
+      if (steps[l] == nullptr) continue;
       for (int i = 0; i < n; ++i) out[l][i] = steps[l]->y_bar[i];
+    }
   }
 };
 

@@ -11,8 +11,8 @@
 //   n_base                             a joint system [y, S] (sensitivity.hpp): its leading
 //                                      n_base components are the state, the rest its
 //                                      sensitivities;
-//   vjp_in_lanes                       its vjp (adjoint.hpp) computes in SIMD lanes as scalars
-//                                      do (adjoint_backward_lanes.hpp).
+//   vjp_in_lanes, jvp_vjp_in_lanes     its vjp and jvp_vjp (adjoint.hpp) compute in SIMD lanes
+//                                      as scalars do (adjoint_backward_lanes.hpp).
 // jump, save and event have rhs's signature and are instantiated with the same scalars.
 #pragma once
 
@@ -85,6 +85,15 @@ SHOAL_HD constexpr bool lane_vjp_of(long) {
   return false;
 }
 
+template <class Model>
+SHOAL_HD constexpr auto lane_jvp_vjp_of(int) -> decltype(Model::jvp_vjp_in_lanes) {
+  return Model::jvp_vjp_in_lanes;
+}
+template <class Model>
+SHOAL_HD constexpr bool lane_jvp_vjp_of(long) {
+  return false;
+}
+
 }  // namespace detail
 
 // The number of trailing parameters of Model that are shared by the ensemble.
@@ -132,6 +141,10 @@ SHOAL_HD constexpr int state_vars() {
 template <class Model>
 SHOAL_HD constexpr bool has_lane_vjp() {
   return detail::lane_vjp_of<Model>(0);
+}
+template <class Model>
+SHOAL_HD constexpr bool has_lane_jvp_vjp() {
+  return detail::lane_jvp_vjp_of<Model>(0);
 }
 
 }  // namespace ode

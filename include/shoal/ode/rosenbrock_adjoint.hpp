@@ -20,6 +20,7 @@
 #include "shoal/config.hpp"
 #include "shoal/lane_traits.hpp"
 #include "shoal/ode/adjoint.hpp"
+#include "shoal/ode/model_traits.hpp"
 
 namespace shoal {
 namespace ode {
@@ -30,7 +31,8 @@ struct RosenbrockStepAdjoint {
   using Tab = typename S::Tab;
   static constexpr int n = Model::n_vars;
   static constexpr int last = Tab::stages - 1;
-  static constexpr bool transposes_in_lanes = false;  // scalar, one trajectory at a time
+  // transpose_lanes below, where f's two products run on lanes.
+  static constexpr bool transposes_in_lanes = has_lane_vjp<Model>() && has_lane_jvp_vjp<Model>();
 
  private:
   template <class M>
@@ -156,9 +158,81 @@ struct RosenbrockStepAdjoint {
     }
   }
 
+  // transpose() of up to W steps at once (steps[l]: lane l's, or null), prepared by
+  // prepare_lanes with `lanes`, whose factors (still those of these steps) give the transposed
+  // solves on lanes; f's products are one call each on lanes (LaneVjps: ModelVjps over L), each
+  // lane's results then used as the scalar loop uses them (the scalar path's bits). A lane that
+  // would skip a stage (its cotangent all zeros, or no step) gets a zero right-hand side, a zero
+  // cotangent at another lane's point; its p̄ changes only where those products are not finite
+  // (adjoint_backward_lanes.hpp). Lane l's start cotangent goes to out[l].
+  template <class L, class LaneVjps, class LanesStepper>
+  static void transpose_lanes(RosenbrockStepAdjoint* const* steps, LaneVjps& vjps,
+                              const LanesStepper* lanes, T* const* out) {
+    constexpr int W = lane_count<L>();
+    L r_l[n], y_l[n], t_l, k_l[n], tau_l, u_l[n], tc_l, part_l[n];
+    for (int s = last; s >= 0; --s) {
+      bool needs[W] = {};
+      int first = -1;
+      for (int l = 0; l < W; ++l) {
+        if (steps[l] == nullptr) continue;
+        for (int i = 0; i < n; ++i) needs[l] = needs[l] || steps[l]->k_bar[s][i] != T(0);
+        if (needs[l] && first < 0) first = l;
+      }
+      if (first < 0) continue;
+      for (int l = 0; l < W; ++l) {
+        const RosenbrockStepAdjoint& st = *steps[needs[l] ? l : first];
+        for (int i = 0; i < n; ++i) {
+          r_l[i].set(l, needs[l] ? st.k_bar[s][i] : T(0));
+          y_l[i].set(l, st.y[i]);
+          k_l[i].set(l, st.stepper.k[s][i]);
+          u_l[i].set(l, st.u[s][i]);
+        }
+        t_l.set(l, st.t);
+        tau_l.set(l, st.h * T(Tab::d(s)));
+        tc_l.set(l, st.t + T(Tab::c(s)) * st.h);
+      }
+      lanes->system.M.solve_transposed(r_l);
+      vjps.rhs_second_order(y_l, t_l, k_l, tau_l, r_l, part_l);
+      for (int l = 0; l < W; ++l) {
+        if (!needs[l]) continue;
+        for (int i = 0; i < n; ++i) steps[l]->y_bar[i] += part_l[i][l];
+      }
+      vjps.rhs(u_l, tc_l, r_l, part_l);  // part = ū_s
+      for (int l = 0; l < W; ++l) {
+        if (!needs[l]) continue;
+        RosenbrockStepAdjoint& st = *steps[l];
+        T r_bar[n], part[n], coupled[n];
+        for (int i = 0; i < n; ++i) {
+          r_bar[i] = r_l[i][l];
+          part[i] = part_l[i][l];
+          st.y_bar[i] += part[i];
+        }
+        st.couple(s, r_bar, part, coupled);
+      }
+    }
+    for (int l = 0; l < W; ++l) {
+      if (steps[l] == nullptr) continue;
+      for (int i = 0; i < n; ++i) out[l][i] = steps[l]->y_bar[i];
+    }
+  }
+
+  // The earlier stages' cotangents from stage s's: k̄_j += C_sj (Mᵀ) r̄ / h + a_sj ū_s.
+  void couple(int s, const T* r_bar, const T* part, T* coupled) {
+    const T inv_h = T(1) / h;
+    // With a mass matrix the coupling terms are M Σ_j (C_sj/h) k_j: their transpose Mᵀ r̄.
+    if constexpr (has_mass<Model>()) {
+      mass_transposed_times<Model, T>(r_bar, coupled);
+    } else {
+      for (int i = 0; i < n; ++i) coupled[i] = r_bar[i];
+    }
+    for (int j = 0; j < s; ++j) {
+      const double C = Tab::C(s, j), a = Tab::a(s, j);
+      for (int i = 0; i < n; ++i) k_bar[j][i] += inv_h * T(C) * coupled[i] + T(a) * part[i];
+    }
+  }
+
   template <class Vjps>
   void transpose(Vjps& vjps, T* out) {
-    const T inv_h = T(1) / h;
     for (int s = last; s >= 0; --s) {
       bool any = false;
       for (int i = 0; i < n; ++i) any = any || k_bar[s][i] != T(0);
@@ -170,17 +244,8 @@ struct RosenbrockStepAdjoint {
       for (int i = 0; i < n; ++i) y_bar[i] += part[i];
       vjps.rhs(u[s], t + T(Tab::c(s)) * h, r_bar, part);  // part = ū_s
       for (int i = 0; i < n; ++i) y_bar[i] += part[i];
-      // With a mass matrix the coupling terms are M Σ_j (C_sj/h) k_j: their transpose Mᵀ r̄.
       T coupled[n];
-      if constexpr (has_mass<Model>()) {
-        mass_transposed_times<Model, T>(r_bar, coupled);
-      } else {
-        for (int i = 0; i < n; ++i) coupled[i] = r_bar[i];
-      }
-      for (int j = 0; j < s; ++j) {
-        const double C = Tab::C(s, j), a = Tab::a(s, j);
-        for (int i = 0; i < n; ++i) k_bar[j][i] += inv_h * T(C) * coupled[i] + T(a) * part[i];
-      }
+      couple(s, r_bar, part, coupled);
     }
     for (int i = 0; i < n; ++i) out[i] = y_bar[i];
   }

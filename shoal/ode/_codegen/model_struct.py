@@ -137,9 +137,9 @@ def generate(f, n_vars: int, params: int | ParamLayout, dtype,
         # Only the adjoint's products run on the scalar path alone: indexed writes (scatters.py).
         em.indexed_writes = kind in (*_VJP_NAMES.values(), "jvp_vjp")
         # The functions that run in the lanes read shared weights as scalars where they can
-        # (contractions._shared_weights): f, and f's vjp in the adjoint's backward sweeps.
-        em.shared_params = ((layout.n_own, n_params) if kind in ("rhs", "vjp") and n_shared
-                            else None)
+        # (contractions._shared_weights): f, and f's products in the adjoint's backward sweeps.
+        em.shared_params = ((layout.n_own, n_params)
+                            if kind in ("rhs", "vjp", "jvp_vjp") and n_shared else None)
         # Every function reads the layout's parameters as p; a vjp its whole q (vjp.py).
         reads = (closed.in_avals[2].shape[0] if kind in (*_VJP_NAMES.values(), "jvp_vjp")
                  else layout.n_params)
@@ -153,7 +153,7 @@ def generate(f, n_vars: int, params: int | ParamLayout, dtype,
     ]
     indent = "    "
     members = []
-    vjp_in_lanes = False
+    lane_products = {}
     for kind, body in bodies:
         if tables:
             # Device code must read the __device__ copy of a table and host code the host copy.
@@ -162,11 +162,13 @@ def generate(f, n_vars: int, params: int | ParamLayout, dtype,
             rhs_in_lanes = lane_arithmetic(body)
             if rhs_in_lanes:
                 body = lane_statements(body)
-        if kind == "vjp":
-            # The adjoint's backward sweeps run f's vjp on lanes where it is lane arithmetic
-            # too (writing out[] at constant or loop indices; adjoint_backward_lanes.hpp).
-            vjp_in_lanes = lane_arithmetic(body, writes="out")
-            if vjp_in_lanes:
+        if kind in ("vjp", "jvp_vjp"):
+            # The adjoint's backward sweeps run f's products on lanes where they are lane
+            # arithmetic too (writing out[] at constant or loop indices;
+            # adjoint_backward_lanes.hpp).
+            in_lanes = lane_arithmetic(body, writes="out")
+            lane_products[kind] = in_lanes
+            if in_lanes:
                 body = lane_statements(body)
         statements = ["    SHOAL_MATH_USING;", "    (void)y; (void)t; (void)p;",
                       *(indent + line for line in body)]
@@ -203,7 +205,9 @@ def generate(f, n_vars: int, params: int | ParamLayout, dtype,
             *(["  static constexpr bool has_event = true;"] if "event" in kinds else []),
             *(["  static constexpr bool has_vjp = true;"] if "vjp" in kinds else []),
             *(["  static constexpr bool vjp_in_lanes = true;"]
-              if "vjp" in kinds and vjp_in_lanes else []),
+              if lane_products.get("vjp") else []),
+            *(["  static constexpr bool jvp_vjp_in_lanes = true;"]
+              if lane_products.get("jvp_vjp") else []),
             *members,
             "};",
             "",
@@ -215,7 +219,7 @@ def generate(f, n_vars: int, params: int | ParamLayout, dtype,
                            n_shared=n_shared, saved_shape=saved_shape,
                            has_jump="jump" in kinds, has_event="event" in kinds,
                            lane_arithmetic=rhs_in_lanes, has_vjp="vjp" in kinds,
-                           vjp_in_lanes=vjp_in_lanes), closure)
+                           vjp_in_lanes=bool(lane_products.get("vjp"))), closure)
 
 
 # What a right-hand side may use and still run in SIMD lanes: arithmetic, comparisons and the
