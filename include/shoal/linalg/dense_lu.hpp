@@ -34,6 +34,23 @@ namespace linalg {
 template <class S>
 constexpr bool kScaledPivoting = sizeof(S) >= 8;
 
+// w = L⁻ᵀ U⁻ᵀ b for the factors a (N × N row-major: U on and above the diagonal, the unit
+// lower L below it), the transposed solve before its permutation (shared by the lanes' LU,
+// dense_lu_lanes.hpp, so both compute alike).
+template <int N, class A, class T>
+SHOAL_HD void transposed_substitution(const A* a, const T* b, T* w) {
+  for (int i = 0; i < N; ++i) {
+    T acc = b[i];
+    for (int j = 0; j < i; ++j) acc -= T(a[j * N + i]) * w[j];
+    w[i] = acc / T(a[i * N + i]);
+  }
+  for (int i = N - 1; i >= 0; --i) {
+    T acc = w[i];
+    for (int j = i + 1; j < N; ++j) acc -= T(a[j * N + i]) * w[j];
+    w[i] = acc;
+  }
+}
+
 template <class S, int N>
 struct DenseLU {
   S a[N * N];  // row-major
@@ -110,20 +127,11 @@ struct DenseLU {
   }
 
   // Overwrites b with A⁻ᵀ b (the adjoint's solves): Aᵀ = Uᵀ Lᵀ P, so Uᵀ z = b forwards, then
-  // Lᵀ w = z backwards, then x[piv[i]] = w[i].
+  // Lᵀ w = z backwards (transposed_substitution), then x[piv[i]] = w[i].
   template <class T>
   SHOAL_HD void solve_transposed(T* b) const {
     T w[N];
-    for (int i = 0; i < N; ++i) {
-      T acc = b[i];
-      for (int j = 0; j < i; ++j) acc -= T(a[j * N + i]) * w[j];
-      w[i] = acc / T(a[i * N + i]);
-    }
-    for (int i = N - 1; i >= 0; --i) {
-      T acc = w[i];
-      for (int j = i + 1; j < N; ++j) acc -= T(a[j * N + i]) * w[j];
-      w[i] = acc;
-    }
+    transposed_substitution<N>(a, b, w);
     for (int i = 0; i < N; ++i) b[piv[i]] = w[i];
   }
 };

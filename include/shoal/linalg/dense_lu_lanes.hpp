@@ -106,16 +106,7 @@ struct DenseLU<simd::Lanes<S, W>, N> {
   template <class T>
   void solve_transposed(T* b) const {
     T w[N];
-    for (int i = 0; i < N; ++i) {
-      T acc = b[i];
-      for (int j = 0; j < i; ++j) acc -= T(a[j * N + i]) * w[j];
-      w[i] = acc / T(a[i * N + i]);
-    }
-    for (int i = N - 1; i >= 0; --i) {
-      T acc = w[i];
-      for (int j = i + 1; j < N; ++j) acc -= T(a[j * N + i]) * w[j];
-      w[i] = acc;
-    }
+    transposed_substitution<N>(a, b, w);
     for (int i = 0; i < N; ++i)
       for (int l = 0; l < W; ++l) simd::set_lane(b[piv[i][l]], l, simd::lane(w[i], l));
   }
