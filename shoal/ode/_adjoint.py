@@ -35,18 +35,20 @@ adjoint_p.multiple_results = True
 adjoint_p.def_impl(functools.partial(_primitive._apply_primitive, adjoint_p))
 
 
-# adjoint="auto" takes the adjoint beyond this many differentiated entries, per method family:
-# below it, forward sensitivities (one joint solve with a column per entry, in the SIMD lanes)
-# measured cheaper (benchmarks/adjoint_gradients.py). Explicit methods, --cases crossover
-# (2026-12-04 with the adjoint's forward solve in the lanes): forward/adjoint 0.65 at 16
-# entries, 1.57 at 32, 2.5 at 64 where the backward sweeps run one trajectory at a time, so
-# about 1 at 22-24; where they run side by side in the lanes (adjoint_backward_lanes.hpp:
-# models whose vjp is lane arithmetic, without jump_fn or save_fn; 2026-12-04): 0.82 at 4,
-# 1.01 at 8, 1.60 at 16, 3.6 at 32. Rosenbrock, --cases stiff: 1.37 at 10, 3.9 at 25 one at a
-# time (kept at 10, where forward mode's columns, part of the step control, are the safer
-# choice at about the same cost); with the steps evaluated again in the lanes (2026-12-04, the
-# same network, m = 4 … 25): 0.64 at 4, 0.92 at 6, 1.20 at 8, 1.51 at 10, 2.44 at 14, 4.7 at 25.
-AUTO_ENTRIES = {"explicit": 24, "explicit in lanes": 8, "rosenbrock": 10, "rosenbrock in lanes": 8}
+# adjoint="auto" takes the adjoint beyond this many differentiated entries, per method family
+# and by what of the backward sweeps runs side by side in the SIMD lanes (backward_lanes): below
+# it, forward sensitivities (one joint solve with a column per entry, in the lanes) measured
+# cheaper (benchmarks/adjoint_gradients.py, 2026-12-04, with the adjoint's forward solve in the
+# lanes). Explicit methods, --cases crossover: forward/adjoint 0.65 at 16 entries, 1.57 at 32,
+# 2.5 at 64 with the sweeps one trajectory at a time, so about 1 at 22-24; with f's products on
+# lanes (adjoint_backward_lanes.hpp) 0.82 at 4, 1.01 at 8, 1.60 at 16, 3.6 at 32. Rosenbrock
+# methods, the 20-species network of --cases stiff: one at a time 1.37 at 10, 3.9 at 25 (kept
+# at 10, where forward mode's columns, part of the step control, are the safer choice at about
+# the same cost); with the steps evaluated again on lanes 0.64 at 4, 0.92 at 6, 1.20 at 8, 1.51
+# at 10; with f's products on lanes too 0.67 at 2, 0.96 at 4, 1.49 at 6, 1.91 at 8, 2.30 at 10.
+AUTO_ENTRIES = {("explicit", None): 24, ("explicit", "products"): 8,
+                ("rosenbrock", None): 10, ("rosenbrock", "steps"): 8,
+                ("rosenbrock", "steps and products"): 5}
 
 
 def chosen(problem, entries: int, n_traj: int) -> bool:
@@ -55,9 +57,7 @@ def chosen(problem, entries: int, n_traj: int) -> bool:
     o = problem.options
     if o.adjoint is True:
         return True
-    family = "explicit" if o.method.explicit else "rosenbrock"
-    if backward_in_lanes(problem, n_traj):
-        family += " in lanes"
+    family = ("explicit" if o.method.explicit else "rosenbrock", backward_lanes(problem, n_traj))
     return (o.adjoint == "auto" and entries > AUTO_ENTRIES[family] and problem.model.has_vjp
             and jax.default_backend() == "cpu")
 
@@ -74,16 +74,21 @@ def _build_of(problem) -> _build.ModelBuild:
     return _build.ModelBuild(problem.model, dataclasses.replace(variant, adjoint=True))
 
 
-def backward_in_lanes(problem, n_traj: int) -> bool:
-    """Whether the adjoint's backward sweeps run side by side in the SIMD lanes
-    (include/shoal/ode/adjoint_backward_lanes.hpp): where its forward solve runs there, for a
-    Rosenbrock method (its steps evaluated again in the lanes) and for an explicit one whose f
-    has a vjp in lane arithmetic and no jump_fn or save_fn adds to p̄ outside the lanes."""
+def backward_lanes(problem, n_traj: int) -> str | None:
+    """What of the adjoint's backward sweeps runs side by side in the SIMD lanes
+    (include/shoal/ode/adjoint_backward_lanes.hpp), where its forward solve runs there: a
+    Rosenbrock method's "steps" (evaluated again), and f's "products" where they are lane
+    arithmetic (for a Rosenbrock method its second-order product too) and no jump_fn or save_fn
+    adds to p̄ outside the lanes; None: one trajectory at a time."""
     model = problem.model
     if _build.for_ensemble(_build_of(problem), n_traj).variant.lanes == 1:
-        return False
-    return (not problem.options.method.explicit
-            or (model.vjp_in_lanes and not model.has_jump and model.saved_shape is None))
+        return None
+    explicit = problem.options.method.explicit
+    products = (model.vjp_in_lanes and (explicit or model.jvp_vjp_in_lanes)
+                and not model.has_jump and model.saved_shape is None)
+    if explicit:
+        return "products" if products else None
+    return "steps and products" if products else "steps"
 
 
 @adjoint_p.def_abstract_eval
@@ -147,7 +152,7 @@ def adjoint_cotangents(problem, primals, ct):
              for x in (y0, params, shared, t_span, weights, tstops, first_step)]
     atol = jnp.full(tiled[0].shape, o.atol, y0.dtype)
     # The forward solve in the SIMD lanes where the plain solve would run there
-    # (adjoint_lanes.hpp), and the backward sweeps too where they can (backward_in_lanes).
+    # (adjoint_lanes.hpp), and the backward sweeps too where they can (backward_lanes).
     build = _build_of(problem)
     progress = np.full((1,), -1, np.int32)
     out = adjoint_p.bind(*tiled[:5], atol, *tiled[5:], progress,

@@ -306,8 +306,8 @@ def test_auto_takes_the_adjoint_beyond_the_crossover_and_forward_columns_below(m
                              tstops=grid[1:-1], adjoint=adjoint))
 
     table = 1.0 + grid ** 2
-    few = table[:_adjoint.AUTO_ENTRIES["explicit"]]
-    grid_few = grid[:_adjoint.AUTO_ENTRIES["explicit"]]
+    few = table[:_adjoint.AUTO_ENTRIES["explicit", None]]
+    grid_few = grid[:_adjoint.AUTO_ENTRIES["explicit", None]]
 
     def loss_few(values, adjoint):
         return jnp.sum(solve(lambda y, t, p: -jnp.interp(t, grid_few, p) * y,

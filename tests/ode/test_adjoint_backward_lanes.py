@@ -166,16 +166,19 @@ def test_a_non_finite_partial_at_another_lanes_point_leaves_a_member_unchanged()
     np.testing.assert_array_equal(lanes[1][1:], rest[1])
 
 
-@pytest.mark.parametrize("method", ["tsit5", "rodas5p"])
-@pytest.mark.parametrize("entries", [8, 9])  # both sides of "auto"'s threshold in the lanes
-def test_auto_takes_the_adjoint_from_nine_entries_where_the_sweeps_run_in_the_lanes(
-        monkeypatch, entries, method):
+@pytest.mark.parametrize(("method", "threshold"), [("tsit5", 8), ("rodas5p", 5)])
+@pytest.mark.parametrize("above", [False, True])  # both sides of "auto"'s threshold in the lanes
+def test_auto_takes_the_adjoint_beyond_the_lanes_thresholds(monkeypatch, method, threshold,
+                                                            above):
+    # Where the sweeps' products run on lanes: beyond 8 entries with Tsit5, 5 with Rodas5P (its
+    # steps evaluated on lanes too); one at a time (lanes=1): beyond 24 and 10.
     from shoal.ode import _adjoint
 
     calls = []
     original = _adjoint.adjoint_cotangents
     monkeypatch.setattr(_adjoint, "adjoint_cotangents",
                         lambda *a: calls.append(1) or original(*a))
+    entries = threshold + 1 if above else threshold
     grid = jnp.linspace(0.0, 1.0, entries)
 
     def f(y, t, p):
@@ -191,7 +194,7 @@ def test_auto_takes_the_adjoint_from_nine_entries_where_the_sweeps_run_in_the_la
 
     table = 1.0 + grid
     got = jax.grad(loss)(table, 0)
-    assert bool(calls) == (entries > 8)
+    assert bool(calls) == above
     np.testing.assert_allclose(got, jax.grad(loss)(table, 0, False), rtol=1e-10)
     # One trajectory at a time (lanes=1) the sweeps are scalar: forward columns up to 24
     # entries (explicit) or 10 (Rosenbrock).

@@ -58,6 +58,7 @@ class GeneratedModel:
     lane_arithmetic: bool = True
     has_vjp: bool = False  # it carries the vector-Jacobian products of the adjoint (vjp.py)
     vjp_in_lanes: bool = False  # f's vjp is lane arithmetic (the adjoint's backward sweeps)
+    jvp_vjp_in_lanes: bool = False  # and its second-order product (Rosenbrock methods')
 
     @property
     def n_own(self) -> int:
@@ -219,7 +220,8 @@ def generate(f, n_vars: int, params: int | ParamLayout, dtype,
                            n_shared=n_shared, saved_shape=saved_shape,
                            has_jump="jump" in kinds, has_event="event" in kinds,
                            lane_arithmetic=rhs_in_lanes, has_vjp="vjp" in kinds,
-                           vjp_in_lanes=bool(lane_products.get("vjp"))), closure)
+                           vjp_in_lanes=bool(lane_products.get("vjp")),
+                           jvp_vjp_in_lanes=bool(lane_products.get("jvp_vjp"))), closure)
 
 
 # What a right-hand side may use and still run in SIMD lanes: arithmetic, comparisons and the
