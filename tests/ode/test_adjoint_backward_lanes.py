@@ -250,3 +250,29 @@ def test_rosenbrock_steps_evaluated_in_the_lanes_give_the_scalar_paths_bits(meth
     lanes = jax.grad(loss, (0, 1))(k, y0, 8)
     _assert_same_bits(lanes, scalar)
     assert all(bool(jnp.all(jnp.isfinite(g))) for g in lanes)
+
+
+@pytest.mark.parametrize("method", ["tsit5", "rodas5p"])
+@pytest.mark.parametrize(("dtype", "lanes", "with_params"), [
+    (jnp.float32, 0, True),  # float32: 16 lanes on AVX-512
+    (jnp.float64, 4, True),
+    (jnp.float64, 0, False),  # a model without parameters: only ȳ0
+])
+def test_float32_other_widths_and_a_model_without_parameters(method, dtype, lanes, with_params):
+    def f(y, t, p):
+        a, b = (p[0], p[1]) if with_params else (1.0, 0.5)
+        return jnp.array([-a * y[0] * y[1], y[0] - b * y[1]])
+
+    n = 37
+    y0 = jnp.stack([jnp.linspace(0.5, 2.0, n), jnp.linspace(1.0, 0.2, n)], axis=1).astype(dtype)
+    p = (jnp.stack([jnp.linspace(0.5, 1.5, n), jnp.full(n, 0.4)], axis=1).astype(dtype)
+         if with_params else None)
+    tol = (1e-6, 1e-8) if dtype == jnp.float64 else (1e-4, 1e-5)
+
+    def loss(y0, p, lanes):
+        ys = solve(f, y0, jnp.array([0.0, 0.3, 1.0, 2.0]), p, method=method, rtol=tol[0],
+                   atol=tol[1], lanes=lanes, adjoint=True)
+        return jnp.sum(ys ** 2)
+
+    argnums = (0, 1) if with_params else 0
+    _assert_same_bits(jax.grad(loss, argnums)(y0, p, lanes), jax.grad(loss, argnums)(y0, p, 1))
