@@ -251,6 +251,13 @@ IntLanes<int64_t, Q, W> search_sorted_near(const Table& table, int64_t n, const 
   IL g = IL::of(__builtin_convertvector(within.v, typename IL::Vec));  // truncation
   g = pick(as_q(D(g) < within), g + IL(1), g);
   g = pick(as_q(end), IL(n), pick(as_q(inside), g, IL(0)));
+  // The guess itself first, from two reads per lane: where it is confirmed it is the scalar's
+  // answer (g − 1 cannot be confirmed too: that needs entry g − 1 not below x, g needs it below),
+  // and on a grid the position maps exactly it nearly always.
+  const IL last(n - 1);
+  const M g_ok = (g == IL(0) || below_in_table(table, clamp(IL(0), g - IL(1), last), x, right)) &&
+                 (g == IL(n) || !below_in_table(table, clamp(IL(0), g, last), x, right));
+  if (!simd::any((!g_ok).m)) return g;
   const IL first = pick(g > IL(0), g - IL(1), IL(0));
   const IL top = pick(g + IL(1) < IL(n), g + IL(1), IL(n));  // the last candidate
   // below[j]: whether entry first − 1 + j is below x (read at an index clamped into the table).
