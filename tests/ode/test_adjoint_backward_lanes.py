@@ -276,3 +276,50 @@ def test_float32_other_widths_and_a_model_without_parameters(method, dtype, lane
 
     argnums = (0, 1) if with_params else 0
     _assert_same_bits(jax.grad(loss, argnums)(y0, p, lanes), jax.grad(loss, argnums)(y0, p, 1))
+
+
+@pytest.mark.parametrize(("method", "threshold", "observed"), [
+    ("tsit5", 8, False),  # products on lanes
+    ("rodas5p", 5, False),  # steps and products on lanes
+    ("rodas5p", 8, True),  # a save_fn: steps on lanes, transposes one at a time
+])
+@pytest.mark.parametrize("above", [False, True])
+def test_grad_jacrev_and_jacfwd_agree_on_both_sides_of_the_lanes_thresholds(
+        monkeypatch, method, threshold, observed, above):
+    # On the plain solve's steps (sens_error_control off, a given first step) the adjoint and
+    # forward columns differentiate the same discretisation: grad, jacrev and jacfwd agree to
+    # 1e-10 with the table alone just at and just past "auto"'s threshold in the lanes (N = 10
+    # fills them), then with the per-member leaf and y0 differentiated too (far past it).
+    from shoal.ode import _adjoint
+
+    calls = []
+    original = _adjoint.adjoint_cotangents
+    monkeypatch.setattr(_adjoint, "adjoint_cotangents",
+                        lambda *a: calls.append(1) or original(*a))
+    entries = threshold + 1 if above else threshold
+    grid = jnp.linspace(0.0, 1.0, entries)
+
+    def f(y, t, p):
+        return -(jnp.sum(p["table"] * jnp.cos(grid * y[0])) / entries + p["k"]) * y
+
+    y0 = jnp.linspace(0.5, 2.0, 10)[:, None]
+    ts = jnp.array([0.0, 0.37, 1.0])
+    extra = {"save_fn": lambda y, t, p: 2.0 * y} if observed else {}
+    options = dict(method=method, rtol=1e-9, atol=1e-9, sens_error_control=False,
+                   first_step=1e-3, adjoint="auto", params_axes={"table": None, "k": 0},
+                   **extra)
+
+    def saves(table, k, y0):
+        return solve(f, y0, ts, {"table": table, "k": k}, **options)[:, -1, 0]
+
+    table, k = 1.0 + grid, jnp.linspace(0.1, 0.3, 10)
+    for argnums in ((0,), (0, 1), (0, 1, 2)):
+        calls.clear()
+        reverse = jax.jacrev(saves, argnums)(table, k, y0)
+        if argnums == (0,):
+            assert bool(calls) == above
+        forward = jax.jacfwd(saves, argnums)(table, k, y0)
+        grad = jax.grad(lambda *a: jnp.sum(saves(*a)), argnums)(table, k, y0)
+        for r, fw, g in zip(reverse, forward, grad, strict=True):
+            np.testing.assert_allclose(r, fw, rtol=1e-10, atol=1e-13)
+            np.testing.assert_allclose(g, jnp.sum(fw, axis=0), rtol=1e-10, atol=1e-13)
