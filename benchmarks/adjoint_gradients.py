@@ -1,6 +1,6 @@
 """Gradients by the adjoint (``adjoint=True``) against forward sensitivities and diffrax, same run.
 
-Five cases on the CPU:
+Six cases on the CPU:
   table   a 2 000-entry shared table read by ``jnp.interp`` in f (N = 64 trajectories, 8 saves,
           stops at the knots, as the README asks for adjoint gradients of such entries):
           ``value_and_grad`` with respect to the table, adjoint against the value alone and
@@ -16,6 +16,9 @@ Five cases on the CPU:
           N = 1 000 trajectories, 20 saves on [0, 1], loss the mean square of the saves:
           ``value_and_grad`` by shoal's adjoint, against the value alone and against diffrax's
           default (RecursiveCheckpointAdjoint) at the same tolerances.
+  observed  gradients through observables (a ``save_fn``): the stiff network (25 rates)
+          observing three species against a scale that is a rate, and the neural ODE observing
+          a function of its state (diffrax on the same loss).
   boltzmann  the DISCO-EB-sized model of _boltzmann_like.py (72 variables, Rodas5P), 3 modes
           k in {1e-3, 1e-2, 1e-1}/Mpc, its three splines' 4 596 coefficients passed as shared
           parameters: ``value_and_grad`` of the modes' summed final density contrast with
@@ -172,9 +175,20 @@ def stiff_case(args):
               + f" {cells[1][0] / cells[0][0]:16.2f}")
 
 
-def neural_case(args):
+def diffrax_network_saves(params, rtol, y0, ts):
+    """(N, len(ts), 2): the network ODE by diffrax's Tsit5 from each y0 on [0, 1] (atol 1e-2
+    rtol), the same problem as shoal's in the neural cases."""
     import diffrax
 
+    def one(y):
+        return diffrax.diffeqsolve(
+            diffrax.ODETerm(lambda t, y, p: field(y, t, p)), diffrax.Tsit5(), 0.0, 1.0, 0.01,
+            y, args=params, saveat=diffrax.SaveAt(ts=ts),
+            stepsize_controller=diffrax.PIDController(rtol=rtol, atol=1e-2 * rtol)).ys
+    return jax.vmap(one)(y0)
+
+
+def neural_case(args):
     params = make_params(64)
     n = args.n
     y0 = jax.random.normal(jax.random.PRNGKey(1), (n, 2))
@@ -186,12 +200,7 @@ def neural_case(args):
         return jnp.mean(ys ** 2)
 
     def peer(params, rtol):
-        def one(y):
-            return diffrax.diffeqsolve(
-                diffrax.ODETerm(lambda t, y, p: field(y, t, p)), diffrax.Tsit5(), 0.0, 1.0, 0.01,
-                y, args=params, saveat=diffrax.SaveAt(ts=ts),
-                stepsize_controller=diffrax.PIDController(rtol=rtol, atol=1e-2 * rtol)).ys
-        return jnp.mean(jax.vmap(one)(y0) ** 2)
+        return jnp.mean(diffrax_network_saves(params, rtol, y0, ts) ** 2)
 
     rtol = 1e-6
     reference = jax.jit(jax.grad(lambda p: ours(p, 1e-11)))(params)
@@ -212,6 +221,54 @@ def neural_case(args):
     print(f"  diffrax value_and_grad       {1e3 * t_peer:9.1f} ms   first call {first_peer:6.2f} s"
           f"   gradient error {relative_error(g_peer, reference):.1e}   "
           f"shoal {t_peer / t_grad:5.2f}x faster")
+
+
+def observed_case(args):
+    """Gradients through observables (a save_fn), whose products the backward sweeps add to
+    each trajectory's lane of p̄: the stiff network observing three species against a scale
+    (25 rates, Rodas5P), and the neural ODE observing a function of its state (diffrax on the
+    same loss in the same run)."""
+    f, rates, y0 = mass_action_network()
+    rates, ts = rates[:25], jnp.linspace(0.0, 5.0, 6)
+
+    def stiff(k, rtol):
+        ys = solve(f, y0, ts, k, params_axes=None, method="rodas5p", rtol=rtol,
+                   atol=1e-2 * rtol, adjoint=True, save_fn=lambda y, t, k: y[:3] * k[0] + y[3:6])
+        return jnp.sum(jnp.log(ys))
+
+    params = make_params(64)
+    y_net = jax.random.normal(jax.random.PRNGKey(1), (args.n, 2))
+    ts_net = jnp.linspace(0.0, 1.0, 20)
+
+    def observe(y):
+        return jnp.stack([y[..., 0] * y[..., 1], jnp.tanh(y[..., 1])], axis=-1)
+
+    def neural(p, rtol):
+        ys = solve(field, y_net, ts_net, p, params_axes=None, method="tsit5", rtol=rtol,
+                   atol=1e-2 * rtol, adjoint=True, save_fn=lambda y, t, p: observe(y))
+        return jnp.mean(ys ** 2)
+
+    def peer(p, rtol):
+        return jnp.mean(observe(diffrax_network_saves(p, rtol, y_net, ts_net)) ** 2)
+
+    print("observed (a save_fn): value_and_grad by the adjoint, ms")
+    for name, loss, theta, rtol in (("stiff network, 25 rates, 3 observables x k[0]", stiff,
+                                     rates, 1e-8),
+                                    (f"neural ODE, N = {args.n}, observables of the state",
+                                     neural, params, 1e-6)):
+        reference = jax.jit(jax.grad(lambda th, loss=loss: loss(th, 1e-11)))(theta)
+        value = jax.jit(lambda th, loss=loss, rtol=rtol: loss(th, rtol))
+        vg = jax.jit(jax.value_and_grad(lambda th, loss=loss, rtol=rtol: loss(th, rtol)))
+        t_value, _, _ = best_of(lambda value=value, th=theta: value(th), args.repeats)
+        t_grad, (_, g), _ = best_of(lambda vg=vg, th=theta: vg(th), args.repeats)
+        line = (f"  {name:48} value {1e3 * t_value:7.1f}   value_and_grad {1e3 * t_grad:7.1f} "
+                f"({t_grad / t_value:4.2f}x, gradient error {relative_error(g, reference):.1e})")
+        if loss is neural:
+            peer_vg = jax.jit(jax.value_and_grad(lambda p, rtol=rtol: peer(p, rtol)))
+            t_peer, (_, g_peer), _ = best_of(lambda vg=peer_vg, th=theta: vg(th), args.repeats)
+            line += (f"   diffrax {1e3 * t_peer:7.1f} (error "
+                     f"{relative_error(g_peer, reference):.1e})")
+        print(line)
 
 
 def boltzmann_case(args):
@@ -264,7 +321,7 @@ def boltzmann_case(args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", default="table,crossover,stiff,neural,boltzmann")
+    parser.add_argument("--cases", default="table,crossover,stiff,neural,observed,boltzmann")
     parser.add_argument("--forward", action="store_true",
                         help="also time the table's gradient by forward sensitivities (minutes)")
     parser.add_argument("--n", type=int, default=1000, help="neural ODE trajectories")
@@ -273,7 +330,7 @@ def main():
     os.environ.setdefault("SHOAL_CACHE_DIR", tempfile.mkdtemp(prefix="shoal-adjoint-"))
     print("\n".join(header_lines()))
     cases = {"table": table_case, "crossover": crossover_case, "stiff": stiff_case,
-             "neural": neural_case, "boltzmann": boltzmann_case}
+             "neural": neural_case, "observed": observed_case, "boltzmann": boltzmann_case}
     for name in args.cases.split(","):
         cases[name](args)
 

@@ -78,14 +78,13 @@ def backward_lanes(problem, n_traj: int) -> str | None:
     """What of the adjoint's backward sweeps runs side by side in the SIMD lanes
     (include/shoal/ode/adjoint_backward_lanes.hpp), where its forward solve runs there: a
     Rosenbrock method's "steps" (evaluated again), and f's "products" where they are lane
-    arithmetic (for a Rosenbrock method its second-order product too) and no jump_fn or save_fn
-    adds to p̄ outside the lanes; None: one trajectory at a time."""
+    arithmetic (for a Rosenbrock method its second-order product too); None: one trajectory at
+    a time."""
     model = problem.model
     if _build.for_ensemble(_build_of(problem), n_traj).variant.lanes == 1:
         return None
     explicit = problem.options.method.explicit
-    products = (model.vjp_in_lanes and (explicit or model.jvp_vjp_in_lanes)
-                and not model.has_jump and model.saved_shape is None)
+    products = model.vjp_in_lanes and (explicit or model.jvp_vjp_in_lanes)
     if explicit:
         return "products" if products else None
     return "steps and products" if products else "steps"

@@ -87,6 +87,66 @@ def test_each_member_gets_the_scalar_paths_bits(method, n):
         _assert_same_bits(_grads(method, n, lanes, ts), scalar)
 
 
+def _dose(y, t, p):  # a dose at each stop, scaled by a shared weight and the member's decay
+    return y.at[0].add(0.3 * p["b1"][0] + p["decay"])
+
+
+OBSERVED = {
+    # what is saved: the network's first hidden layer and the state
+    "reads p": lambda y, t, p: jnp.concatenate([jnp.tanh(p["W1"] @ y + p["b1"])[:3]
+                                                * p["decay"], y]),
+    # a function of the state alone: its product adds nothing to p̄ (save_vjp_adds_p_bar)
+    "state only": lambda y, t, p: jnp.stack([y[0] * y[1], jnp.tanh(y[1])]),
+}
+
+
+def test_a_product_that_adds_nothing_to_p_bar_says_so():
+    def f(y, t, p):
+        return -p[0] * y
+
+    for kind, fn, adds in [("save", OBSERVED["state only"], False),
+                           ("save", lambda y, t, p: y * p[1], True),
+                           ("jump", lambda y, t, p: y.at[0].add(1.0), False),
+                           ("jump", lambda y, t, p: y.at[0].add(p[1]), True)]:
+        model, _ = generate(f, 2, 2, np.float64, (ModelFunction("vjp", f),
+                                                  ModelFunction(kind, fn)))
+        flag = f"static constexpr bool {kind}_vjp_adds_p_bar = false;"
+        assert (flag not in model.source) == adds, (kind, adds)
+
+
+@pytest.mark.parametrize("method", ["tsit5", "vern7"])
+@pytest.mark.parametrize(("jump", "observed"), [(True, None), (False, "reads p"),
+                                                (True, "reads p"), (True, "state only")])
+def test_jumps_and_saves_add_to_the_lanes_p_bar_in_the_scalar_sweeps_order(method, jump,
+                                                                           observed):
+    # A jump_fn's and a save_fn's products (each reading shared weights and the member's own
+    # parameter) are computed by each trajectory's own bookkeeping between the transposes on
+    # lanes: its lane of p̄ visits them and comes back, so every addition keeps its place. Saves
+    # at, just before and after the stops (t = 0.55 is one), inside steps and at the start.
+    ts = jnp.array([0.0, 0.07, 0.3, 0.55, 0.56, 1.0, 1.6, 2.0])
+    options = {}
+    if jump:
+        options.update(tstops=jnp.array([0.55, 1.3]), jump_fn=_dose)
+    if observed:
+        options.update(save_fn=OBSERVED[observed])
+    scalar = _grads(method, 13, 1, ts, **options)
+    for lanes in (4, 8):
+        _assert_same_bits(_grads(method, 13, lanes, ts, **options), scalar)
+    assert all(bool(jnp.all(jnp.isfinite(g))) for g in jax.tree_util.tree_leaves(scalar))
+    # Against forward mode on the same tolerances (a different discretisation's derivative).
+    y0, decay = _members(13)
+
+    def loss(w, decay, y0, adjoint):
+        ys = solve(mlp, y0, ts, {**w, "decay": decay}, params_axes=SHARED, method=method,
+                   rtol=1e-9, atol=1e-9, lanes=8, adjoint=adjoint, **options)
+        return jnp.sum(jnp.sin(ys) * jnp.arange(1.0, 1.0 + ys.shape[1])[None, :, None])
+
+    want = jax.grad(loss, (0, 1, 2))(WEIGHTS, decay, y0, False)
+    for got, ref in zip(jax.tree_util.tree_leaves(scalar), jax.tree_util.tree_leaves(want),
+                        strict=True):
+        np.testing.assert_allclose(got, ref, rtol=0, atol=1e-6 * float(jnp.max(jnp.abs(ref))))
+
+
 def test_members_alone_and_in_an_ensemble_and_against_forward_mode():
     ts = jnp.linspace(0.0, 2.0, 5)
     together = _grads("tsit5", 13, 8, ts)
@@ -222,9 +282,9 @@ def test_rosenbrock_steps_evaluated_in_the_lanes_give_the_scalar_paths_bits(meth
     # RosenbrockStepAdjoint::prepare_lanes: W steps evaluated again by the lanes stepper, each
     # lane's stages and factors loaded into its trajectory's stepper. 13 members (a full and a
     # partial batch) whose rates span two decades (different steps), per-member and shared
-    # rates. With a dose at a stop and a save_fn (scalar products) each trajectory transposes
-    # its steps alone; without, the transposes run on the lanes too (transpose_lanes: solves
-    # with the lanes' factors, f's vjp and jvp_vjp on lanes).
+    # rates. The transposes run on the lanes too (transpose_lanes: solves with the lanes'
+    # factors, f's vjp and jvp_vjp on lanes), with a dose at a stop and a save_fn, both reading
+    # the member's rate, whose products each trajectory's bookkeeping adds to its lane of p̄.
     n = 13
     k = jnp.stack([jnp.geomspace(0.02, 2.0, n), jnp.full(n, 3e7), jnp.full(n, 1e4)], axis=1)
     y0 = jnp.tile(jnp.array([1.0, 0.0, 0.0]), (n, 1))
@@ -236,7 +296,8 @@ def test_rosenbrock_steps_evaluated_in_the_lanes_give_the_scalar_paths_bits(meth
         return rates if mass is not None else rates.at[2].set(-rates[0] - rates[1])
 
     def dose(y, t, p):
-        return y.at[0].add(0.1).at[2].add(-0.1)
+        amount = 0.1 * p[0] / (p[0] + 0.1)
+        return y.at[0].add(amount).at[2].add(-amount)
 
     extra = dict(tstops=jnp.array([1.0]), jump_fn=dose,
                  save_fn=lambda y, t, p: y[:2] * p[0]) if doses else {}
@@ -281,7 +342,8 @@ def test_float32_other_widths_and_a_model_without_parameters(method, dtype, lane
 @pytest.mark.parametrize(("method", "threshold", "observed"), [
     ("tsit5", 8, False),  # products on lanes
     ("rodas5p", 5, False),  # steps and products on lanes
-    ("rodas5p", 8, True),  # a save_fn: steps on lanes, transposes one at a time
+    ("tsit5", 8, True),  # a save_fn: its products join the lanes' p̄
+    ("rodas5p", 5, True),
 ])
 @pytest.mark.parametrize("above", [False, True])
 def test_grad_jacrev_and_jacfwd_agree_on_both_sides_of_the_lanes_thresholds(

@@ -62,6 +62,10 @@ struct ModelVjps {
   // [p, then a function's cotangent (and direction)] and [ȳ, p̄]: on the heap, since p may be
   // a table of thousands of entries.
   std::vector<T> q = std::vector<T>(n_params + widest), out = std::vector<T>(n + n_params);
+  // Where p̄ is kept elsewhere during a sweep (the lanes' copy: adjoint_backward_lanes.hpp),
+  // called before a jump's or a save's product adds to out's p̄, which must then hold it.
+  void (*before_param_product)(void* context) = nullptr;
+  void* param_product_context = nullptr;
 
   void begin(const T* p) {
     for (int i = 0; i < n_params; ++i) {
@@ -94,6 +98,7 @@ struct ModelVjps {
   void jump(const T* y, T t, const T* w, T* y_bar) {
     if constexpr (has_jump<Model>()) {
       for (int i = 0; i < n; ++i) q[n_params + i] = w[i];
+      if (before_param_product != nullptr) before_param_product(param_product_context);
       Model::template jump_vjp<T>(y, t, q.data(), out.data());
       collect(y_bar);
     }
@@ -102,6 +107,7 @@ struct ModelVjps {
   void save(const T* y, T ts, const T* w, T* acc) {
     if constexpr (has_save<Model>()) {
       for (int i = 0; i < n_out; ++i) q[n_params + i] = w[i];
+      if (before_param_product != nullptr) before_param_product(param_product_context);
       Model::template save_vjp<T>(y, ts, q.data(), out.data());
       for (int i = 0; i < n; ++i) acc[i] += out[i];
     } else {

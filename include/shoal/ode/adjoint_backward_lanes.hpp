@@ -13,16 +13,19 @@
 //    p̄ (no change: p̄ starts at +0 and sums never make −0) unless a partial derivative there is
 //    infinite (0·∞ = NaN); a trajectory whose p̄ ends with a NaN is therefore swept again on
 //    its own, scalar, from its records. Needs f's vjp to be lane arithmetic (has_lane_vjp: the
-//    generated ones without additions at run-time indices) and no jump_fn or save_fn, whose
-//    products add to p̄ outside the lanes.
+//    generated ones without additions at run-time indices). A jump_fn's or save_fn's product,
+//    which a trajectory's own bookkeeping computes between the transposes, adds to that
+//    trajectory's p̄ in the scalar sweep's order all the same: its lane of p̄ is copied into
+//    the trajectory's scalar products just before (ModelVjps::before_param_product) and back
+//    after the bookkeeping.
 //  - Rosenbrock (RosenbrockStepAdjoint::prepare_lanes): the steps' evaluations again (Jacobian,
 //    factors, stages: most of the backward pass), one step of the lanes stepper for W of them,
 //    each lane loaded into its trajectory's scalar stepper; needs a matrix policy that loads
 //    lanes (the dense LU, the sparse solver). Then, where f's vjp and jvp_vjp are lane
-//    arithmetic and no jump_fn or save_fn adds to p̄ outside the lanes, the transposes too
-//    (RosenbrockStepAdjoint::transpose_lanes: transposed solves with the lanes stepper's
-//    factors, f's two products on lanes, p̄ per lane and repaired as above); else each
-//    trajectory transposes its step alone (its own p̄).
+//    arithmetic, the transposes too (RosenbrockStepAdjoint::transpose_lanes: transposed solves
+//    with the lanes stepper's factors, f's two products on lanes, p̄ per lane, jumps' and
+//    saves' products added to it and repaired as above); else each trajectory transposes its
+//    step alone (its own p̄).
 // The lanes compute as scalars do, so every trajectory gets the scalar path's bits whatever the
 // trajectories beside it.
 #pragma once
@@ -45,8 +48,7 @@ namespace ode {
 // products on lanes, or their steps evaluated on lanes, or both.
 template <class A>
 constexpr bool products_in_lanes() {
-  using Model = typename A::SolvedModel;
-  return A::Step::transposes_in_lanes && !has_jump<Model>() && !has_save<Model>();
+  return A::Step::transposes_in_lanes;
 }
 template <class A>
 constexpr bool backward_in_lanes() {
@@ -65,6 +67,10 @@ struct BackwardLanes {
   static constexpr int n_params = Model::n_params;
   static constexpr bool lane_products = products_in_lanes<A>();
   static constexpr bool lane_steps = Step::prepares_in_lanes;
+  // Whether each trajectory's bookkeeping adds products of a jump_fn or save_fn to its p̄
+  // between the transposes (then its lane of p̄ visits its scalar products: pull, push).
+  static constexpr bool products_outside =
+      lane_products && (jump_products_add_p_bar<Model>() || save_products_add_p_bar<Model>());
 
   // With the products on lanes, q holds each lane's p and out each lane's p̄. With the steps on
   // lanes, p is each lane's p for the lanes stepper (whose factors are on the heap: W · 8n²
@@ -113,6 +119,7 @@ struct BackwardLanes {
       const T* ys_bar = saves_cotangent<Model, T>(a, m[l]);
       adjoint[l]->begin_backward(tr[l], ys_bar, ys_bar + a.n_save * n_saved<Model>());
       pending[l] = true;
+      link(adjoint[l], l);
     }
     for (;;) {
       // Every pending sweep's next step, prepared (together where the method can), then its
@@ -126,7 +133,9 @@ struct BackwardLanes {
       if (!any) break;
       prepare(adjoint, next, pending, count);
       for (int l = 0; l < count; ++l) {
-        if (pending[l]) adjoint[l]->prepared();
+        if (!pending[l]) continue;
+        adjoint[l]->prepared();
+        push(l);
       }
       transpose(adjoint, pending, count);
     }
@@ -134,6 +143,41 @@ struct BackwardLanes {
   }
 
  private:
+  // Lane l of p̄ and the scalar products of the trajectory in it (products_outside).
+  struct Link {
+    BackwardLanes* lanes = nullptr;
+    A* adjoint = nullptr;
+    int l = 0;
+    bool pulled = false;  // whether the scalar products hold lane l's p̄ (newer than the lane)
+  };
+  Link links[W];
+
+  static void pull(void* context) {
+    Link& k = *static_cast<Link*>(context);
+    if (k.pulled) return;
+    for (int i = 0; i < n_params; ++i) k.adjoint->vjps.out[n + i] = k.lanes->vjps->out[n + i][k.l];
+    k.pulled = true;
+  }
+  void push(int l) {
+    if constexpr (products_outside) {
+      Link& k = links[l];
+      if (!k.pulled) return;
+      for (int i = 0; i < n_params; ++i) vjps->out[n + i].set(l, k.adjoint->vjps.out[n + i]);
+      k.pulled = false;
+    }
+  }
+  void link(A* adjoint, int l) {
+    if constexpr (products_outside) {
+      links[l] = Link{this, adjoint, l, false};
+      adjoint->vjps.before_param_product = &pull;
+      adjoint->vjps.param_product_context = &links[l];
+    }
+  }
+  static void unlink(A* adjoint) {
+    adjoint->vjps.before_param_product = nullptr;
+    adjoint->vjps.param_product_context = nullptr;
+  }
+
   // Lane l's step next[l] (where pending[l]) into its adjoint's step.
   void prepare(A* const* adjoint, const StepToPrepare* next, const bool* pending, int count) {
     if constexpr (!lane_steps) {
@@ -182,6 +226,8 @@ struct BackwardLanes {
     T* y0_bar = static_cast<T*>(a.y0_bar) + m * n;
     T* p_bar = static_cast<T*>(a.p_bar) + m * n_params;
     adjoint->end_backward(y0_bar);
+    push(l);
+    unlink(adjoint);
     if constexpr (lane_products) {
       bool finite = true;
       for (int i = 0; i < n_params; ++i) {

@@ -12,7 +12,9 @@
 //                                      n_base components are the state, the rest its
 //                                      sensitivities;
 //   vjp_in_lanes, jvp_vjp_in_lanes     its vjp and jvp_vjp (adjoint.hpp) compute in SIMD lanes
-//                                      as scalars do (adjoint_backward_lanes.hpp).
+//                                      as scalars do (adjoint_backward_lanes.hpp);
+//   jump_vjp_adds_p_bar,               false where jump_vjp or save_vjp adds nothing to p̄ (the
+//   save_vjp_adds_p_bar                function does not read p; default true).
 // jump, save and event have rhs's signature and are instantiated with the same scalars.
 #pragma once
 
@@ -94,6 +96,24 @@ SHOAL_HD constexpr bool lane_jvp_vjp_of(long) {
   return false;
 }
 
+template <class Model>
+SHOAL_HD constexpr auto jump_p_bar_of(int) -> decltype(Model::jump_vjp_adds_p_bar) {
+  return Model::jump_vjp_adds_p_bar;
+}
+template <class Model>
+SHOAL_HD constexpr bool jump_p_bar_of(long) {
+  return true;
+}
+
+template <class Model>
+SHOAL_HD constexpr auto save_p_bar_of(int) -> decltype(Model::save_vjp_adds_p_bar) {
+  return Model::save_vjp_adds_p_bar;
+}
+template <class Model>
+SHOAL_HD constexpr bool save_p_bar_of(long) {
+  return true;
+}
+
 }  // namespace detail
 
 // The number of trailing parameters of Model that are shared by the ensemble.
@@ -145,6 +165,17 @@ SHOAL_HD constexpr bool has_lane_vjp() {
 template <class Model>
 SHOAL_HD constexpr bool has_lane_jvp_vjp() {
   return detail::lane_jvp_vjp_of<Model>(0);
+}
+
+// Whether the products of Model's jump_fn and save_fn (jump_vjp, save_vjp) add to p̄: unless
+// the generated model says the function reads no parameter.
+template <class Model>
+SHOAL_HD constexpr bool jump_products_add_p_bar() {
+  return has_jump<Model>() && detail::jump_p_bar_of<Model>(0);
+}
+template <class Model>
+SHOAL_HD constexpr bool save_products_add_p_bar() {
+  return has_save<Model>() && detail::save_p_bar_of<Model>(0);
 }
 
 }  // namespace ode

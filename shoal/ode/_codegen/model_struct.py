@@ -155,7 +155,10 @@ def generate(f, n_vars: int, params: int | ParamLayout, dtype,
     indent = "    "
     members = []
     lane_products = {}
+    adds_p_bar = {}  # jump_vjp, save_vjp: whether they add to p̄ (out[...] += ...)
     for kind, body in bodies:
+        if kind in ("jump_vjp", "save_vjp"):
+            adds_p_bar[kind] = any(_P_BAR_ADDITION.search(line) for line in body)
         if tables:
             # Device code must read the __device__ copy of a table and host code the host copy.
             body = [*table_namespace_alias(), *body]
@@ -209,6 +212,8 @@ def generate(f, n_vars: int, params: int | ParamLayout, dtype,
               if lane_products.get("vjp") else []),
             *(["  static constexpr bool jvp_vjp_in_lanes = true;"]
               if lane_products.get("jvp_vjp") else []),
+            *(f"  static constexpr bool {kind}_adds_p_bar = false;"
+              for kind, adds in adds_p_bar.items() if not adds),
             *members,
             "};",
             "",
@@ -306,6 +311,11 @@ def lane_statements(body: list[str]) -> list[str]:
     used = sorted({m for line in lines for m in _INTEGER_TYPE.findall(line)})
     lines = [_INTEGER_TYPE.sub(lambda m: INTEGER_TYPES[m.group(1)], line) for line in lines]
     return [*(f"using {INTEGER_TYPES[c]} = shoal::IntOf<T, {c}>;" for c in used), *lines]
+
+
+# A product's addition to p̄, which follows its ∂/∂y part in `out` (vjp.py): the ∂/∂y part is
+# assigned, p̄ only ever added to (scattered.output_lines, contractions.fuse_outer_products).
+_P_BAR_ADDITION = re.compile(r"\bout\[[^\]]*\]\s*\+=")
 
 
 # The vector-Jacobian product compiled for each model function the adjoint transposes.
