@@ -210,6 +210,21 @@ SHOAL_INLINE int64_t search_sorted_near(const Table& table, int64_t n, const Q& 
   }
   return search_sorted(table, n, x, right);
 }
+// A constant table that is a linspace to the bit: entry i is fl(fl(i·h) + x0), the last one
+// `last` (np.linspace sets it to its stop). The code generator checks every entry
+// (shoal/ode/_codegen/linspace.py), so an entry computed here has the bits the table holds, and
+// searches and reads of the grid cost arithmetic instead of memory reads (gathers in the lanes).
+struct Linspace {
+  int64_t n;
+  double x0, h, last;
+  SHOAL_HD double operator[](int64_t i) const {
+    return i == n - 1 ? last : static_cast<double>(i) * h + x0;
+  }
+};
+template <class R, class I>
+SHOAL_INLINE R gather(const Linspace& table, const I& i) {
+  return R(table[i]);
+}
 // An element read at a run-time index: the element itself. The index was computed from `from`;
 // the sparsity tracer overloads this so the read depends on them (as select joins both branches).
 template <class T, class... D>

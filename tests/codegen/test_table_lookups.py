@@ -274,7 +274,7 @@ def test_sparsity_pattern_of_state_dependent_lookups():
 
 
 def _table_model(n):
-    xs = np.linspace(0.0, 1.0, n)
+    xs = np.linspace(0.0, 1.0, n) ** 2  # not a linspace, whose entries are computed, not read
     fs = np.exp(-xs) * np.sin(7 * xs)
 
     def f(y, t, p):

@@ -197,8 +197,8 @@ def test_scans_argmax_and_sort_compile_for_the_device():
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
 def test_table_lookups_compile_for_the_device(dtype):
-    # search_sorted, reads of a __device__ table and of a local array at run-time indices,
-    # under the dual numbers of Rodas5P's Jacobian.
+    # search_sorted, reads of a __device__ table, of a computed grid and of a local array at
+    # run-time indices, under the dual numbers of Rodas5P's Jacobian.
     xp = np.linspace(0.0, 1.0, 300)
 
     def f(y, t, p):
@@ -209,6 +209,8 @@ def test_table_lookups_compile_for_the_device(dtype):
         )
 
     model = _codegen.generate_model(f, 3, 1, dtype)
+    # The float64 grid, a linspace, is computed (math.hpp: Linspace), not read.
+    assert ("shoal::math::Linspace{300" in model.source) == (dtype == np.float64)
     for variant in (Variant(Method.TSIT5), Variant(Method.RODAS5P)):
         source = _kernel_source.library_source(model, variant, "cuda")
         cubin, log = _nvrtc.compile_source(_keyed(source), ARCH)

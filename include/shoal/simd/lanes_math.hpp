@@ -181,6 +181,21 @@ R gather(const E* array, const IntLanes<I, S, W>& i) {
     return r;
   }
 }
+// Entry i[l] of a grid in lane l (math.hpp: Linspace), computed as the scalar computes it
+// (i·h + x0 in double, the last entry where i is n − 1): vector arithmetic instead of a gather.
+template <class I, class S, int W>
+Lanes<double, W> linspace_entries(const math::Linspace& table, const IntLanes<I, S, W>& i) {
+  using D = Lanes<double, W>;
+  using Bits = typename LaneMask<double, W>::Bits;
+  const D x = D(i) * D(table.h) + D(table.x0);
+  const Bits last = __builtin_convertvector(i.v == static_cast<I>(table.n - 1), Bits);
+  return D::of(last ? D(table.last).v : x.v);
+}
+template <class R, class I, class S, int W>
+R gather(const math::Linspace& table, const IntLanes<I, S, W>& i) {
+  using B = BaseLanes<R>;
+  return R(typename B::type(linspace_entries(table, i)));
+}
 // Parameters read in place (ad/param_reads.hpp) at an index per lane: lane l of entry i[l].
 template <class R, class D, class Reader, class I, class S, int W>
 R gather(const ad::ParamReads<D, Reader>& array, const IntLanes<I, S, W>& i) {
@@ -207,7 +222,11 @@ template <class Table, class Q, int W>
 LaneMask<Q, W> below_in_table(const Table& table, const IntLanes<int64_t, Q, W>& i,
                               const Lanes<Q, W>& x, bool right) {
   Lanes<Q, W> v;
-  for (int l = 0; l < W; ++l) v.v[l] = table_entry<Q>(table[i.v[l]], l);
+  if constexpr (std::is_same_v<Table, math::Linspace>) {
+    v = Lanes<Q, W>(linspace_entries(table, i));
+  } else {
+    for (int l = 0; l < W; ++l) v.v[l] = table_entry<Q>(table[i.v[l]], l);
+  }
   // lt_total(a, b) = a == a && (b != b || a < b)
   if (right) return !(x == x && (v != v || x < v));
   return v == v && (x != x || v < x);

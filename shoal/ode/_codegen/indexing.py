@@ -19,6 +19,7 @@ from shoal.ode._codegen.cpp import ctype as _ctype
 from shoal.ode._codegen.cpp import double, literal
 from shoal.ode._codegen.cpp import is_float as _is_float
 from shoal.ode._codegen.data_movement import _gather_fill, move
+from shoal.ode._codegen.linspace import linspace_table
 from shoal.ode._codegen.values import Sym
 
 
@@ -208,6 +209,9 @@ def _array(em, operand: Sym) -> str:
     if operand.is_const():
         values = operand.const_value().ravel()
         if _is_float(dtype):
+            grid = linspace_table(values)
+            if grid is not None:  # entries computed: the same bits, no memory read
+                return grid
             return "tab::" + em.table("double", [double(v) for v in values])
         return "tab::" + em.table(_ctype(dtype), [literal(v, dtype) for v in values])
     return em.local_array(_ctype(dtype), [em.render(e, dtype) for e in operand.elems.flat])

@@ -268,6 +268,8 @@ _LOCAL_NAME = re.compile(r"(?:v|local)\d+|table\d+(?:_values|_columns|_rows)?")
 _CAST = re.compile(r"static_cast\s*<\s*(\w+)\s*>")
 _SPECIAL_CONSTANT = re.compile(r'__builtin_nan\(""\)|__builtin_huge_val\(\)')
 _RUNTIME_NEAR_SEARCH = re.compile(r"search_sorted_near\((?!table\d+,)")
+# A constant grid whose entries are computed (linspace.py): a constant table in the lanes.
+_LINSPACE = re.compile(r"shoal::math::Linspace\{[^{}]*\}")
 _BOOL_ARRAY = re.compile(r"\bbool \w+\[")
 _INTEGER_TYPE = re.compile(r"\b(" + "|".join(INTEGER_TYPES) + r")\b")
 
@@ -283,6 +285,7 @@ def lane_arithmetic(body: list[str], writes: str = "dy") -> bool:
     alias = set(table_namespace_alias())
     text = "\n".join(line for line in body if line not in alias).replace("tab::", "")
     text = _SPECIAL_CONSTANT.sub("0", text)  # NaN and infinities (cpp.double) are constants
+    text = _LINSPACE.sub("table0", text)
     if any(not _LANE_SUBSCRIPT.fullmatch(m) for m in _SUBSCRIPT.findall(text)):
         return False
     if any(m not in INTEGER_TYPES for m in _CAST.findall(text)):

@@ -21,6 +21,7 @@ from shoal.ode._codegen.cpp import double, literal
 from shoal.ode._codegen.cpp import is_float as _is_float
 from shoal.ode._codegen.indexing import params_offset
 from shoal.ode._codegen.jax_internals import eager
+from shoal.ode._codegen.linspace import linspace_table
 from shoal.ode._codegen.values import Sym
 
 
@@ -50,7 +51,8 @@ def searchsorted(walker, eqn, ins) -> list[Sym] | None:
         name = f"(p + {offset})" if offset else "p"
         key = "primal({})"
     elif _is_float(table.dtype):
-        name = "tab::" + em.table("double", [double(v) for v in values])
+        # A linspace's entries are computed (linspace.py): the same bits, no memory reads.
+        name = linspace_table(values) or "tab::" + em.table("double", [double(v) for v in values])
         key = "primal({})"
     else:
         name = "tab::" + em.table(_ctype(table.dtype), [literal(v, table.dtype) for v in values])
