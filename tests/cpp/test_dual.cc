@@ -666,11 +666,45 @@ void check_ring() {
 }
 
 TEST(RhsAndJacobian, ManyVariablesNeedSeveralSweeps) {
-  check_ring<20, 16>();  // 21 directions: sweeps of 16 and 5
-  check_ring<16, 16>();  // 17 directions: the second sweep carries only t
+  check_ring<20, 16>();  // 21 directions: two sweeps of 11 (12: one short of a multiple of 4)
+  check_ring<16, 16>();  // 17 directions: two sweeps of 9, not 16 and t alone
   check_ring<15, 16>();  // 16 directions: exactly one sweep
-  check_ring<20, 5>();   // five sweeps, the last with t alone
+  check_ring<20, 5>();   // five sweeps of 5, the last with t and four unused
   check_ring<20, 32>();  // one wide sweep
+  check_ring<72, 16>();  // 73 directions: five sweeps of 15, rounded to 16
+}
+
+TEST(RhsAndJacobian, SweepsAreAsFewAndAsEvenAsTheCapAllows) {
+  using shoal::ad::sweep_width;
+  static_assert(sweep_width<4, 16>() == 4);
+  static_assert(sweep_width<5, 16>() == 5);
+  static_assert(sweep_width<16, 16>() == 16);
+  static_assert(sweep_width<17, 16>() == 9);
+  static_assert(sweep_width<21, 16>() == 12);
+  static_assert(sweep_width<26, 16>() == 13);
+  static_assert(sweep_width<33, 16>() == 12);
+  static_assert(sweep_width<73, 16>() == 16);
+  static_assert(sweep_width<21, 5>() == 5);
+  static_assert(sweep_width<3, 3>() == 3);
+}
+
+TEST(RhsAndJacobian, TheSweepWidthChangesNoBits) {
+  // Directions never mix in dual arithmetic: one sweep of 21, sweeps of 12, of 5 and of 8 give
+  // the same bits.
+  constexpr int N = 20;
+  double y[N], f[4][N], ft[4][N], jac[4][N * N];
+  for (int i = 0; i < N; ++i) y[i] = 0.37 * std::sin(1.7 * i) + 0.1;
+  shoal::ad::rhs_and_jacobian<Ring<N>, double, double, 32>(y, 0.7, nullptr, f[0], jac[0], ft[0]);
+  shoal::ad::rhs_and_jacobian<Ring<N>, double, double, 16>(y, 0.7, nullptr, f[1], jac[1], ft[1]);
+  shoal::ad::rhs_and_jacobian<Ring<N>, double, double, 5>(y, 0.7, nullptr, f[2], jac[2], ft[2]);
+  shoal::ad::rhs_and_jacobian<Ring<N>, double, double, 8>(y, 0.7, nullptr, f[3], jac[3], ft[3]);
+  for (int c = 1; c < 4; ++c) {
+    for (int i = 0; i < N; ++i) {
+      EXPECT_EQ(f[c][i], f[0][i]);
+      EXPECT_EQ(ft[c][i], ft[0][i]);
+    }
+    for (int k = 0; k < N * N; ++k) EXPECT_EQ(jac[c][k], jac[0][k]) << c << " " << k;
+  }
 }
 
 struct Autonomous {

@@ -1,8 +1,8 @@
 // f, ∂f/∂y and ∂f/∂t of a model at one point, by vector-mode dual numbers.
 //
-// The n state directions and the time direction are seeded together, Chunk at a time, so a
-// 3-variable model needs a single sweep of Dual<T, 4> that returns f (the primal), the whole
-// Jacobian and the time derivative at once. The parameters are constants, read in place
+// The n state directions and the time direction are seeded together, at most Chunk at a time
+// in sweeps of equal width (sweep_width), so a 3-variable model needs a single sweep of
+// Dual<T, 4> that returns f (the primal), the whole Jacobian and the time derivative at once. The parameters are constants, read in place
 // (param_reads.hpp).
 #pragma once
 
@@ -18,7 +18,7 @@ template <class Model, class T, class S, int Chunk = 16>
 SHOAL_HD void rhs_and_jacobian(const T* y, const T& t, const T* p, T* f, S* jac, T* ft) {
   constexpr int n = Model::n_vars;
   constexpr int directions = n + 1;  // y_0 … y_{n-1}, then t
-  constexpr int C = Chunk < directions ? Chunk : directions;
+  constexpr int C = sweep_width<directions, Chunk>();
   using D = Dual<T, C>;
   for (int first = 0; first < directions; first += C) {
     D yd[n], out[n];

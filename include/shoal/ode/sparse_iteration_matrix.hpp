@@ -28,7 +28,7 @@ struct SparseIterationMatrix {
   SHOAL_HD void assemble(const T* y, const T& t, const T* p, const T& inv_hg, T* f0, T* ft) {
     for (int s = 0; s < Structure::nnz; ++s) a[s] = LuScalar(0);
     constexpr int directions = Structure::n_colours + 1;  // one per colour, then t
-    constexpr int C = Chunk < directions ? Chunk : directions;
+    constexpr int C = ad::sweep_width<directions, Chunk>();
     using D = ad::Dual<T, C>;
     for (int first = 0; first < directions; first += C) {
       D yd[n], out[n];
