@@ -463,3 +463,59 @@ def test_an_ensemble_smaller_than_one_vector_runs_scalar_by_default(dtype):
     # Whichever path runs, the same bytes.
     y0 = ones(width - 1) + jnp.arange(width - 1, dtype=dtype)[:, None]
     assert same(run(y0), run(y0, lanes=4))
+
+
+# -- saves inside steps (each lane's dense output): many per step, a different number in each
+# lane, around stops, jumps and a terminal event, through a save_fn, in a joint (sensitivity)
+# solve and a DAE.
+
+def _dense_saves(n, count=100):
+    # Each member its own span, 0.8 to 4, with the same number of saves: several per step, and a
+    # different number in each lane's step.
+    return np.linspace(0.0, np.linspace(0.8, 4.0, n), count).T
+
+
+@pytest.mark.parametrize(("method", "options"), [
+    ("tsit5", {}), ("vern7", {}), ("rodas5p", {}), ("rodas4", {}), ("rosenbrock23", {}),
+    ("rodas5p", {"sparsity": "auto"}), ("rodas5p", {"lu_precision": "fp32"}),
+])
+def test_many_saves_per_step_around_stops_jumps_and_an_event(method, options):
+    n = 19
+    t_span = _dense_saves(n)
+    assert np.all(np.diff(t_span, axis=1) > 0)
+    p = np.stack([np.full(n, 10.0), np.linspace(5.0, 28.0, n), np.full(n, 8 / 3)], 1)
+    y0 = np.ones((n, 3)) + np.linspace(0.0, 1.0, n)[:, None]
+
+    def run(lanes, **extra):
+        return solve(lorenz, y0, t_span, p, method=method, rtol=1e-7, atol=1e-9,
+                     tstops=[0.5, 1.7], jump_fn=lambda y, t, p: y.at[2].add(0.1 * p[0]),
+                     event=Event(lambda y, t, p: y[2] - 40.0, terminal=True),
+                     return_stats=True, lanes=lanes, **options, **extra)
+
+    assert_same_solves(run)
+    assert_same_solves(lambda lanes: run(lanes, save_fn=lambda y, t, p: y[:2] * p[1]))
+    statuses = np.asarray(run(0)[1]["status"]).tolist()
+    assert Status.EVENT in statuses and Status.SUCCESS in statuses
+
+
+@pytest.mark.parametrize("method", ["tsit5", "rodas5p"])
+def test_many_saves_per_step_in_a_joint_solve_and_a_dae(method):
+    n = 11
+    t_span = _dense_saves(n)
+    p = np.stack([np.full(n, 10.0), np.linspace(5.0, 28.0, n), np.full(n, 8 / 3)], 1)
+    y0 = np.ones((n, 3)) + np.linspace(0.0, 1.0, n)[:, None]
+
+    def saves(p, lanes):
+        return solve(lorenz, y0, t_span, p, method=method, rtol=1e-7, atol=1e-9, lanes=lanes)
+
+    assert_same_solves(lambda lanes: jax.jacfwd(lambda p: saves(p, lanes))(jnp.asarray(p)))
+    if method == "rodas5p":  # Robertson as a DAE: M = diag(1, 1, 0)
+        k = np.stack([np.linspace(0.02, 0.06, n), np.full(n, 3e7), np.full(n, 1e4)], 1)
+
+        def dae(y, t, k):
+            r = robertson(y, t, k)
+            return jnp.stack([r[0], r[1], y[0] + y[1] + y[2] - 1.0])
+
+        assert_same_solves(lambda lanes: solve(
+            dae, np.tile([1.0, 0.0, 0.0], (n, 1)), 1e-3 * t_span, k, method="rodas5p",
+            mass=np.diag([1.0, 1.0, 0.0]), rtol=1e-7, atol=1e-10, lanes=lanes))
