@@ -98,13 +98,15 @@ def _abstract_eval(y0, params, shared, t_span, weights, atol, tstops, first_step
     varying = varying_axes((y0, params, shared, t_span, weights, atol, tstops, first_step,
                             progress, ys_bar))
     # The kernel writes the forward solve's outputs too (the solve handler's results), then the
-    # cotangents.
+    # cotangents: y0's, each trajectory's own parameters', and the shared rows' (summed over the
+    # trajectories reading each, in the kernel: src/ode/ode_ffi_cpu.cc).
     event = 1 if model.has_event else 0
     shapes = [(lead + (t_span.shape[-1], model.n_saved), y0.dtype), (lead, np.int32),
               (lead, np.int32), (lead, np.int32), (lead + (event,), y0.dtype),
               (lead + (model.n_vars * event,), y0.dtype), (y0.shape, y0.dtype),
-              (lead + (model.n_params,), y0.dtype)]
-    return [result_aval(y0, shape, dtype, varying, len(lead)) for shape, dtype in shapes]
+              (lead + (model.n_own,), y0.dtype)]
+    return [*(result_aval(y0, shape, dtype, varying, len(lead)) for shape, dtype in shapes),
+            result_aval(shared, shared.shape, y0.dtype, varying, shared.ndim - 1)]
 
 
 def _batch(args, dims, **static):
@@ -113,7 +115,7 @@ def _batch(args, dims, **static):
     size = next(x.shape[d] for x, d in zip(args, dims, strict=True) if d is not None)
     moved = [jnp.broadcast_to(x, (size, *x.shape)) if d is None else jnp.moveaxis(x, d, 0)
              for x, d in zip(args, dims, strict=True)]
-    return adjoint_p.bind(*moved, **static), [0] * 8
+    return adjoint_p.bind(*moved, **static), [0] * 9
 
 
 batching.primitive_batchers[adjoint_p] = _batch
@@ -157,11 +159,9 @@ def adjoint_cotangents(problem, primals, ct):
     out = adjoint_p.bind(*tiled[:5], atol, *tiled[5:], progress,
                          ct.reshape(d * n_traj, -1).astype(y0.dtype), build=build, options=o)
     y0_bar = out[6].reshape(d, n_traj, n)
-    p_bar = out[7].reshape(d, n_traj, -1)
-    n_own = problem.model.n_own
-    rows = shared.shape[0]
-    shared_bar = p_bar[..., n_own:].reshape(d, rows, n_traj // rows, -1).sum(axis=2)
-    return y0_bar, p_bar[..., :n_own], shared_bar
+    params_bar = out[7].reshape(d, n_traj, -1)
+    shared_bar = out[8].reshape(d, shared.shape[0], -1)
+    return y0_bar, params_bar, shared_bar
 
 
 

@@ -81,7 +81,8 @@ auto bind_ensemble_adjoint(SolveBinding binding) {
   return std::move(binding)
       .template Arg<AnyBuffer>()   // ys_bar
       .template Ret<AnyBuffer>()   // y0_bar
-      .template Ret<AnyBuffer>();  // p_bar
+      .template Ret<AnyBuffer>()   // params_bar: each trajectory's own parameters'
+      .template Ret<AnyBuffer>();  // shared_bar: each row of shared parameters', summed
 }
 
 // Fills `a` (pointers are the buffers' own, host or device) or returns an InvalidArgument error
