@@ -53,13 +53,18 @@ struct AdjointBuffers {
 };
 
 // Where the kernel writes each trajectory's whole p̄ (n_params numbers): kept by the thread that
-// calls the handler and grown, never shrunk, so that a neural network's thousands of shared
-// weights times the ensemble (1 000 × 4 480 numbers, 36 MB) are not a fresh allocation, page
-// faults and all, at every gradient.
-std::vector<unsigned char>& parameter_cotangent_rows(size_t bytes) {
+// calls the handler and grown as needed, so that a neural network's thousands of shared weights
+// times the ensemble (1 000 × 4 480 numbers, 36 MB) are not a fresh allocation, page faults and
+// all, at every gradient; beyond kKeptRowsBytes it is released after the call
+// (release_parameter_cotangent_rows), so one huge gradient does not hold its memory for good.
+constexpr size_t kKeptRowsBytes = size_t(256) << 20;
+std::vector<unsigned char>& parameter_cotangent_rows() {
   thread_local std::vector<unsigned char> rows;
-  if (rows.size() < bytes) rows.resize(bytes);
   return rows;
+}
+void release_parameter_cotangent_rows() {
+  std::vector<unsigned char>& rows = parameter_cotangent_rows();
+  if (rows.size() > kKeptRowsBytes) std::vector<unsigned char>().swap(rows);
 }
 
 ffi::Error fill_adjoint_args(EnsembleBuffers buffers, AdjointBuffers& adjoint,
@@ -82,9 +87,10 @@ ffi::Error fill_adjoint_args(EnsembleBuffers buffers, AdjointBuffers& adjoint,
   }
   a->ys_bar = adjoint.ys_bar.untyped_data();
   a->y0_bar = adjoint.y0_bar->untyped_data();
-  a->p_bar = parameter_cotangent_rows(static_cast<size_t>(a->n_traj * a->n_params) *
-                                      ffi::ByteWidth(dtype))
-                 .data();
+  std::vector<unsigned char>& rows = parameter_cotangent_rows();
+  const size_t bytes = static_cast<size_t>(a->n_traj * a->n_params) * ffi::ByteWidth(dtype);
+  if (rows.size() < bytes) rows.resize(bytes);
+  a->p_bar = rows.data();
   return ffi::Error::Success();
 }
 
@@ -168,6 +174,7 @@ ffi::Error solve_impl(ffi::ThreadPool& pool, const EnsembleBuffers& buffers,
       split_parameter_cotangents(a, static_cast<float*>(adjoint->params_bar->untyped_data()),
                                  static_cast<float*>(adjoint->shared_bar->untyped_data()));
     }
+    release_parameter_cotangent_rows();
   }
   return ffi::Error::Success();
 }
