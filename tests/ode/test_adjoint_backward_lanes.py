@@ -226,18 +226,24 @@ def test_a_non_finite_partial_at_another_lanes_point_leaves_a_member_unchanged()
     np.testing.assert_array_equal(lanes[1][1:], rest[1])
 
 
-@pytest.mark.parametrize(("method", "threshold"), [("tsit5", 8), ("rodas5p", 5)])
-@pytest.mark.parametrize("above", [False, True])  # both sides of "auto"'s threshold in the lanes
-def test_auto_takes_the_adjoint_beyond_the_lanes_thresholds(monkeypatch, method, threshold,
-                                                            above):
-    # Where the sweeps' products run on lanes: beyond 8 entries with Tsit5, 5 with Rodas5P (its
-    # steps evaluated on lanes too); one at a time (lanes=1): beyond 24 and 10.
+def _counting_adjoint_calls(monkeypatch) -> list:
+    """A list that gains an entry at every reverse-mode call by the adjoint."""
     from shoal.ode import _adjoint
 
     calls = []
     original = _adjoint.adjoint_cotangents
     monkeypatch.setattr(_adjoint, "adjoint_cotangents",
                         lambda *a: calls.append(1) or original(*a))
+    return calls
+
+
+@pytest.mark.parametrize(("method", "threshold"), [("tsit5", 8), ("rodas5p", 5)])
+@pytest.mark.parametrize("above", [False, True])  # both sides of "auto"'s threshold in the lanes
+def test_auto_takes_the_adjoint_beyond_the_lanes_thresholds(monkeypatch, method, threshold,
+                                                            above):
+    # Where the sweeps' products run on lanes: beyond 8 entries with Tsit5, 5 with Rodas5P (its
+    # steps evaluated on lanes too); one at a time (lanes=1): beyond 24 and 10.
+    calls = _counting_adjoint_calls(monkeypatch)
     entries = threshold + 1 if above else threshold
     grid = jnp.linspace(0.0, 1.0, entries)
 
@@ -352,12 +358,7 @@ def test_grad_jacrev_and_jacfwd_agree_on_both_sides_of_the_lanes_thresholds(
     # forward columns differentiate the same discretisation: grad, jacrev and jacfwd agree to
     # 1e-10 with the table alone just at and just past "auto"'s threshold in the lanes (N = 10
     # fills them), then with the per-member leaf and y0 differentiated too (far past it).
-    from shoal.ode import _adjoint
-
-    calls = []
-    original = _adjoint.adjoint_cotangents
-    monkeypatch.setattr(_adjoint, "adjoint_cotangents",
-                        lambda *a: calls.append(1) or original(*a))
+    calls = _counting_adjoint_calls(monkeypatch)
     entries = threshold + 1 if above else threshold
     grid = jnp.linspace(0.0, 1.0, entries)
 

@@ -111,6 +111,10 @@ def generate(f, n_vars: int, params: int | ParamLayout, dtype,
         shape = {"jump": None, "event": (), "save": "any"}[extra.kind]
         traced.append((extra.kind, trace(extra.fn, n_vars, layout, dtype, name=extra.user_name,
                                          shape=shape)))
+    # jump_fn's and save_fn's products add to p̄ only if the function reads a parameter (its p,
+    # or an array it closes over that is traced: read from p too).
+    adds_p_bar = {f"{kind}_vjp": _reads_params(closed) for kind, closed in traced
+                  if kind in ("jump", "save")}
     saved = [closed.out_avals[0].shape for kind, closed in traced if kind == "save"]
     saved_shape = tuple(saved[0]) if saved else None
     closure = [c for _, closed in traced for c in closed.consts
@@ -155,10 +159,7 @@ def generate(f, n_vars: int, params: int | ParamLayout, dtype,
     indent = "    "
     members = []
     lane_products = {}
-    adds_p_bar = {}  # jump_vjp, save_vjp: whether they add to p̄ (out[...] += ...)
     for kind, body in bodies:
-        if kind in ("jump_vjp", "save_vjp"):
-            adds_p_bar[kind] = any(_P_BAR_ADDITION.search(line) for line in body)
         if tables:
             # Device code must read the __device__ copy of a table and host code the host copy.
             body = [*table_namespace_alias(), *body]
@@ -213,7 +214,7 @@ def generate(f, n_vars: int, params: int | ParamLayout, dtype,
             *(["  static constexpr bool jvp_vjp_in_lanes = true;"]
               if lane_products.get("jvp_vjp") else []),
             *(f"  static constexpr bool {kind}_adds_p_bar = false;"
-              for kind, adds in adds_p_bar.items() if not adds),
+              for kind, adds in adds_p_bar.items() if not adds and kind in kinds),
             *members,
             "};",
             "",
@@ -316,9 +317,14 @@ def lane_statements(body: list[str]) -> list[str]:
     return [*(f"using {INTEGER_TYPES[c]} = shoal::IntOf<T, {c}>;" for c in used), *lines]
 
 
-# A product's addition to p̄, which follows its ∂/∂y part in `out` (vjp.py): the ∂/∂y part is
-# assigned, p̄ only ever added to (scattered.output_lines, contractions.fuse_outer_products).
-_P_BAR_ADDITION = re.compile(r"\bout\[[^\]]*\]\s*\+=")
+def _reads_params(closed) -> bool:
+    """Whether a traced model function (y, t, p) reads p, or closes over a traced array (which
+    the model reads from p): otherwise its vector-Jacobian product adds nothing to p̄."""
+    if any(isinstance(c, jax.core.Tracer) for c in closed.consts):
+        return True
+    p = closed.jaxpr.invars[2]
+    return (any(v is p for eqn in closed.jaxpr.eqns for v in eqn.invars)
+            or any(v is p for v in closed.jaxpr.outvars))
 
 
 # The vector-Jacobian product compiled for each model function the adjoint transposes.
