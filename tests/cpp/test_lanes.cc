@@ -302,7 +302,8 @@ TEST(Lanes, Rodas5PPivotsPerLane) {
 
 // The lanes' LU (linalg/dense_lu_lanes.hpp) against the scalar DenseLU, matrix by matrix: rows
 // scaled from 1 to 1e16 and random entries, so the pivot rule (scaled in double, plain in
-// float) chooses differently in each lane; the same pivots, factors and solutions, bit for bit.
+// float) chooses differently in each lane; the same pivots, factors and solutions (A⁻¹ b and
+// A⁻ᵀ b), bit for bit.
 template <class S, int W>
 void check_lane_lu() {
   constexpr int N = 5;
@@ -325,14 +326,23 @@ void check_lane_lu() {
         b[i].set(l, rhs[l][i]);
       }
     }
+    Lanes<S, W> bt[N];
+    S rhs_t[W][N];
+    for (int i = 0; i < N; ++i) {
+      bt[i] = b[i];
+      for (int l = 0; l < W; ++l) rhs_t[l][i] = rhs[l][i];
+    }
     lanes.factor();
     lanes.solve(b);
+    lanes.solve_transposed(bt);
     for (int l = 0; l < W; ++l) {
       scalar[l].factor();
       scalar[l].solve(rhs[l]);
+      scalar[l].solve_transposed(rhs_t[l]);
       for (int i = 0; i < N; ++i) {
         ASSERT_EQ(lanes.piv[i][l], scalar[l].piv[i]) << trial << " " << l;
         ASSERT_EQ(std::memcmp(&rhs[l][i], &b[i].v[l], sizeof(S)), 0) << trial << " " << l;
+        ASSERT_EQ(std::memcmp(&rhs_t[l][i], &bt[i].v[l], sizeof(S)), 0) << trial << " " << l;
         for (int j = 0; j < N; ++j) {
           const S want = scalar[l].a[i * N + j];
           ASSERT_EQ(std::memcmp(&want, &lanes.a[i * N + j].v[l], sizeof(S)), 0);
