@@ -25,7 +25,7 @@ from jax.extend.core import Primitive
 from jax.interpreters import batching, mlir
 
 from shoal._manual_axes import result_aval, varying_axes
-from shoal.ode import _build, _primitive
+from shoal.ode import _build, _memory, _primitive
 from shoal.ode._options import SolveOptions
 
 TARGET_CPU = "shoal_ode_adjoint_cpu"
@@ -122,7 +122,11 @@ batching.primitive_batchers[adjoint_p] = _batch
 
 
 def _lower_cpu(ctx, *args, build: _build.ModelBuild, options: SolveOptions):
-    build = _build.for_ensemble(build, math.prod(ctx.avals_in[0].shape[:-1]))
+    n_traj = math.prod(ctx.avals_in[0].shape[:-1])
+    params, shared = ctx.avals_in[1], ctx.avals_in[2]
+    _memory.check_adjoint_fits(ctx.avals_out, n_traj=n_traj,  # before compiling anything
+                               n_params=params.shape[-1] + shared.shape[-1])
+    build = _build.for_ensemble(build, n_traj)
     return jax.ffi.ffi_lowering(TARGET_CPU)(
         ctx, *args, model=_build.host_library(build), entry=build.variant.entry,
         options=options.kernel_attributes())

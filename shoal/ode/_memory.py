@@ -35,6 +35,13 @@ def available_bytes() -> int | None:
         return None
 
 
+def _readable(nbytes: float) -> str:
+    for unit, size in (("GB", GB), ("MB", 1e6)):
+        if nbytes >= size:
+            return f"{nbytes / size:.1f} {unit}"
+    return f"{nbytes / 1e3:.1f} kB"
+
+
 def _nbytes(aval) -> int:
     return math.prod(aval.shape) * np.dtype(aval.dtype).itemsize
 
@@ -50,8 +57,28 @@ def check_outputs_fit(avals_out, *, joint: bool, available: int | None = None):
     *lead, n_save, n_saved = ys.shape
     what = "the solution and its sensitivities" if joint else "the solution"
     raise MemoryError(
-        f"shoal.ode.solve: {what} would need {needed / GB:.1f} GB ({math.prod(lead)} trajectories "
+        f"shoal.ode.solve: {what} would need {_readable(needed)} ({math.prod(lead)} trajectories "
         f"x {n_save} saves x {n_saved} numbers x {np.dtype(ys.dtype).itemsize} bytes), more than "
-        f"the {available / GB:.1f} GB of memory available; save fewer times (a shorter t_span), "
+        f"the {_readable(available)} of memory available; save fewer times (a shorter t_span), "
         "record less per save with save_fn= (a function of the state), or solve the ensemble in "
         "parts")
+
+
+def check_adjoint_fits(avals_out, *, n_traj: int, n_params: int,
+                       available: int | None = None):
+    """MemoryError if a gradient by the adjoint needs more than ``available`` bytes: its results
+    (the solution, which its kernel writes again, and the cotangents) and the kernel's working
+    rows, one cotangent of every parameter per trajectory (src/ode/ode_ffi_cpu.cc), which the
+    shared parameters' sums are taken from."""
+    available = available_bytes() if available is None else available
+    itemsize = np.dtype(avals_out[0].dtype).itemsize
+    rows = n_traj * n_params * itemsize
+    needed = sum(_nbytes(a) for a in avals_out) + rows
+    if available is None or needed <= available:
+        return
+    raise MemoryError(
+        f"shoal.ode.solve(adjoint=True): the gradient would need {_readable(needed)}, of which "
+        f"{_readable(rows)} are the parameters' cotangents ({n_traj} trajectories x {n_params} "
+        f"parameters x {itemsize} bytes), more than the {_readable(available)} of memory "
+        "available; differentiate the ensemble in parts (a loss summed over slices of it), or "
+        "with few differentiated parameters use adjoint=False (forward sensitivities)")

@@ -7,6 +7,7 @@
 // trajectory is counted there, for Python to poll. Ctrl-C cuts the solve short (interrupt.hpp).
 #include <algorithm>
 #include <cstdlib>
+#include <new>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -89,7 +90,17 @@ ffi::Error fill_adjoint_args(EnsembleBuffers buffers, AdjointBuffers& adjoint,
   a->y0_bar = adjoint.y0_bar->untyped_data();
   std::vector<unsigned char>& rows = parameter_cotangent_rows();
   const size_t bytes = static_cast<size_t>(a->n_traj * a->n_params) * ffi::ByteWidth(dtype);
-  if (rows.size() < bytes) rows.resize(bytes);
+  try {
+    if (rows.size() < bytes) rows.resize(bytes);
+  } catch (const std::bad_alloc&) {  // the lowering's check (_memory.py) passed, memory went since
+    std::vector<unsigned char>().swap(rows);
+    return ffi::Error(ffi::ErrorCode::kResourceExhausted,
+                      "shoal.ode.solve adjoint: out of memory for the parameters' cotangent rows (" +
+                          std::to_string(a->n_traj) + " trajectories x " +
+                          std::to_string(a->n_params) + " parameters, " +
+                          std::to_string(bytes >> 20) +
+                          " MiB); differentiate the ensemble in parts");
+  }
   a->p_bar = rows.data();
   return ffi::Error::Success();
 }

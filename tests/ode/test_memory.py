@@ -47,3 +47,34 @@ def test_eager_solves_are_checked_and_the_joint_solve_counts_its_sensitivities(m
     np.testing.assert_allclose(ys[:, -1, 0], np.exp(-0.5), rtol=1e-6)
     with pytest.raises(MemoryError, match="the solution and its sensitivities would need"):
         jax.grad(lambda k: shoal.ode.solve(decay, y0, t_span, k).sum())(k)
+
+
+def test_a_gradient_by_the_adjoint_counts_its_parameter_cotangent_rows(monkeypatch):
+    # The adjoint's kernel keeps every trajectory's cotangent of every parameter (N x n_params
+    # numbers) before summing the shared ones: 37 x 301 x 8 bytes here, far more than its
+    # results (the saves, y0's cotangent, one shared row).
+    N, n_shared = 37, 300
+    y0 = jnp.ones((N, 1))
+    t_span = jnp.linspace(0.0, 1.0, 3)
+    w = jnp.full((n_shared,), 0.01)
+
+    def f(y, t, p):
+        return -(p["k"] + jnp.sum(p["w"])) * y
+
+    def loss(w, adjoint):
+        ys = shoal.ode.solve(f, y0, t_span, {"k": jnp.full((N,), 0.5), "w": w},
+                             params_axes={"k": 0, "w": None}, adjoint=adjoint)
+        return ys[:, -1, 0].sum()
+
+    rows = N * (n_shared + 1) * 8
+    monkeypatch.setattr(_memory, "available_bytes", lambda: rows // 2)
+    message = (r"shoal\.ode\.solve\(adjoint=True\): the gradient would need \d+\.\d kB, of which "
+               r"89\.1 kB are the parameters' cotangents \(37 trajectories x 301 parameters x 8 "
+               r"bytes\).*differentiate the ensemble in parts")
+    with pytest.raises(MemoryError, match=message):
+        jax.grad(loss)(w, True)
+
+    monkeypatch.setattr(_memory, "available_bytes", lambda: 2 * rows)
+    grad = jax.grad(loss)(w, True)
+    want = -N * np.exp(-(0.5 + 3.0)) * np.ones(n_shared)  # d/dw_j of N e^{-(k + sum w)}
+    np.testing.assert_allclose(grad, want, rtol=1e-5)
