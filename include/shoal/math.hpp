@@ -243,6 +243,13 @@ template <class R, class E, class I>
 SHOAL_INLINE R gather(const E* array, const I& i) {
   return R(array[i]);
 }
+// An addition into an array at a run-time index (a vjp's cotangent of a table read, which the
+// code generator spells as a call so that SIMD lanes overload it: each lane adds its own value
+// into its own index; simd/lanes_math.hpp).
+template <class A, class I, class V>
+SHOAL_INLINE void scatter_add(A* array, const I& i, const V& value) {
+  array[i] += value;
+}
 template <class X>
 SHOAL_INLINE double to_double(const X& x) {
   return static_cast<double>(x);
@@ -281,7 +288,8 @@ SHOAL_INLINE float next_after(float x, float toward) { return std::nextafter(x, 
   using shoal::math::select; using shoal::math::is_finite;                                        \
   using shoal::math::lt_total; using shoal::math::search_sorted;                                 \
   using shoal::math::search_sorted_near; using shoal::math::indexed;                            \
-  using shoal::math::pick; using shoal::math::gather; using shoal::math::to_double
+  using shoal::math::pick; using shoal::math::gather; using shoal::math::to_double;               \
+  using shoal::math::scatter_add
 
 }  // namespace math
 }  // namespace shoal

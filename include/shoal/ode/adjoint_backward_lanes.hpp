@@ -12,8 +12,9 @@
 //    sweep already ended) takes a zero cotangent at another lane's point, which adds ±0 to its
 //    p̄ (no change: p̄ starts at +0 and sums never make −0) unless a partial derivative there is
 //    infinite (0·∞ = NaN); a trajectory whose p̄ ends with a NaN is therefore swept again on
-//    its own, scalar, from its records. Needs f's vjp to be lane arithmetic (has_lane_vjp: the
-//    generated ones without additions at run-time indices). A jump_fn's or save_fn's product,
+//    its own, scalar, from its records. Needs f's vjp to be lane arithmetic (has_lane_vjp; a
+//    table read's transpose, an addition at a run-time index, is math.hpp's scatter_add: lane l
+//    adds into lane l of its own entry). A jump_fn's or save_fn's product,
 //    which a trajectory's own bookkeeping computes between the transposes, adds to that
 //    trajectory's p̄ in the scalar sweep's order all the same: its lane of p̄ is copied into
 //    the trajectory's scalar products just before (ModelVjps::before_param_product) and back

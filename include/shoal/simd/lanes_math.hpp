@@ -181,6 +181,16 @@ R gather(const E* array, const IntLanes<I, S, W>& i) {
     return r;
   }
 }
+// Lane l of `value` added into lane l of entry i[l]: each lane's own sum, in the scalar's order
+// (distinct lanes never collide, whatever their indices).
+template <class A, class I, class S, int W, class V>
+void scatter_add(A* array, const IntLanes<I, S, W>& i, const V& value) {
+  const A added(value);
+  for (int l = 0; l < W; ++l) {
+    A& entry = array[i.v[l]];
+    simd::set_lane(entry, l, simd::lane(entry, l) + simd::lane(added, l));
+  }
+}
 // Entry i[l] of a grid in lane l (math.hpp: Linspace), computed as the scalar computes it
 // (i·h + x0 in double, the last entry where i is n − 1): vector arithmetic instead of a gather.
 template <class I, class S, int W>

@@ -45,3 +45,8 @@ def literal(value, dtype) -> str:
         return f"T({double(value)})"
     v = int(value)
     return f"{ctype(dtype)}({v}LL)" if v < 0 else f"{ctype(dtype)}({v}ULL)"
+
+
+def clamped_index(i: str, hi: int) -> str:
+    """An int64_t index clamped to [0, hi], spelled with pick (a masked choice in SIMD lanes)."""
+    return f"pick({i} < 0, int64_t(0), pick({i} > {hi}, int64_t({hi}), {i}))"

@@ -50,7 +50,8 @@ class Emitter:
         self.floats: set[str] = set()
         self.index_deps: dict[str, frozenset[str]] = {}
         # Whether a scatter at run-time indices may write a local array at the computed index
-        # (scatters.py): only for functions that run on the scalar path (the adjoint's vjps).
+        # (scatters.py): the adjoint's vjps, whose outputs accumulate (an addition at a run-time
+        # index runs in SIMD lanes as math.hpp's scatter_add; a guarded write does not).
         self.indexed_writes = False
         # The [first, end) range of p holding shared parameters, while emitting the function
         # that runs in SIMD lanes (the rhs; model_struct.generate); None otherwise.

@@ -15,8 +15,8 @@ import re
 import numpy as np
 from jax.lax import GatherScatterMode
 
+from shoal.ode._codegen.cpp import clamped_index, double, literal
 from shoal.ode._codegen.cpp import ctype as _ctype
-from shoal.ode._codegen.cpp import double, literal
 from shoal.ode._codegen.cpp import is_float as _is_float
 from shoal.ode._codegen.data_movement import _gather_fill, move
 from shoal.ode._codegen.linspace import linspace_table
@@ -114,9 +114,7 @@ class _Window:
             i = em.assign("int64_t", f"static_cast<int64_t>({elem})")
             if fill is not None:
                 checks.append(f"({i} >= 0 && {i} <= {hi})")
-            clamped = em.assign(
-                "int64_t", f"pick({i} < 0, int64_t(0), pick({i} > {hi}, int64_t({hi}), {i}))"
-            )
+            clamped = em.assign("int64_t", clamped_index(i, hi))
             terms.append(clamped if self.strides[d] == 1 else f"{clamped} * {self.strides[d]}")
         if const_base or not terms:
             terms.append(str(const_base))

@@ -6,14 +6,14 @@ stage of every step; written out as arrays, each costs passes over the whole tab
 summing cotangents, copying it out): a 2 000-entry table's gradient cost thousands of operations
 per stage where the read cost a few.
 
-Where the emitter allows it (``Emitter.indexed_writes``: those products, which run on the scalar
-path only), such a scatter-add instead yields a ``Scattered`` value: a dense ``base`` (a Sym,
-mostly constant zeros) plus ``additions`` not yet applied, ``base[index] += value``. It stays so
-through what transposition does to cotangents: sums (``add_any``, ``add``), negation, and data
-movement that puts each element in at most one place (pad, concatenate, reshape, slice,
-transpose, ...). A model function's output accumulates it into its target (``output_lines``):
-the base's elements that are not constant zeros, then each addition at its index. Any other
-operation receives it materialised (a local array, the additions applied in order).
+Where the emitter allows it (``Emitter.indexed_writes``: those products), such a scatter-add
+instead yields a ``Scattered`` value: a dense ``base`` (a Sym, mostly constant zeros) plus
+``additions`` not yet applied, ``base[index] += value``. It stays so through what transposition
+does to cotangents: sums (``add_any``, ``add``), negation, and data movement that puts each element
+in at most one place (pad, concatenate, reshape, slice, transpose, ...). A model function's output
+accumulates it into its target (``output_lines``): the base's elements that are not constant zeros,
+then each addition at its index. Any other operation receives it materialised (a local array, the
+additions applied in order).
 
 Additions are applied after the base's sums, so a sum may round differently from JAX's order;
 that is within a cotangent's rounding.
@@ -71,7 +71,11 @@ def local_copy(em, elems: np.ndarray, dtype) -> tuple[str, np.ndarray]:
 
 
 def addition_line(em, target: str, a: Addition, dtype) -> str:
-    statement = f"{target}[{a.index}] += {em.render(a.value, dtype)};"
+    value = em.render(a.value, dtype)
+    if a.inside is None and not a.index.isdigit():
+        # math.hpp: `target[index] += value`; in SIMD lanes each lane adds into its own index.
+        return f"scatter_add({target}, {a.index}, {value});"
+    statement = f"{target}[{a.index}] += {value};"
     return f"if ({a.inside}) {statement}" if a.inside else statement
 
 

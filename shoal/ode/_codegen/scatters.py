@@ -9,13 +9,13 @@ the code is linear in (operand size x update size). Out-of-range starts behave a
 the default (fill/drop) and ``promise_in_bounds`` drop a window that does not fit entirely.
 Updates apply in order, so with duplicate indices ``.set`` keeps the last one, as XLA on CPU does.
 
-Where the emitter allows indexed writes (``Emitter.indexed_writes``: the adjoint's
-vector-Jacobian products, which run on the scalar path only), a scatter of single elements at
-run-time indices into an operand of at least ``array_loops.LOOP_MIN_SIZE`` elements writes at the
-computed index instead: a scatter-add records the addition (a ``Scattered`` value, scattered.py:
-a gather's transpose, a scatter-add into zeros the size of a table, then costs one statement
-where it is finally added up, not one per entry), any other scatter writes a local array
-(``if (in range) a[i] = u;``). Either way the source does not grow with the table.
+Where the emitter allows indexed writes (``Emitter.indexed_writes``: the adjoint's vector-Jacobian
+products), a scatter of single elements at run-time indices into an operand of at least
+``array_loops.LOOP_MIN_SIZE`` elements writes at the computed index instead: a scatter-add records
+the addition (a ``Scattered`` value, scattered.py: a gather's transpose, a scatter-add into zeros
+the size of a table, then costs one statement where it is finally added up, not one per entry), any
+other scatter writes a local array (``if (in range) a[i] = u;``). Either way the source does not
+grow with the table.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import numpy as np
 from jax.lax import GatherScatterMode
 
 from shoal.ode._codegen.array_loops import LOOP_MIN_SIZE
+from shoal.ode._codegen.cpp import clamped_index
 from shoal.ode._codegen.cpp import ctype as _ctype
 from shoal.ode._codegen.cpp import is_float as _is_float
 from shoal.ode._codegen.data_movement import move
@@ -154,9 +155,7 @@ class _Writer:
                 continue
             i = em.assign("int64_t", f"static_cast<int64_t>({elem})")
             if clip:
-                i = em.assign(
-                    "int64_t", f"({i} < 0 ? int64_t(0) : ({i} > {hi} ? int64_t({hi}) : {i}))"
-                )
+                i = em.assign("int64_t", clamped_index(i, hi))
             choices.append((i, range(hi + 1)))
         for at in itertools.product(*(c[1] for c in choices)):
             hit = self._hit([(c[0], s) for c, s in zip(choices, at, strict=True) if c[0]])
@@ -199,8 +198,7 @@ class _Writer:
                 continue
             i = em.assign("int64_t", f"static_cast<int64_t>({elem_d})")
             if clip:
-                i = em.assign("int64_t", f"({i} < 0 ? int64_t(0) : ({i} > {hi} ? int64_t({hi}) "
-                                         f": {i}))")
+                i = em.assign("int64_t", clamped_index(i, hi))
             else:
                 inside.append(f"{i} >= 0 && {i} <= {hi}")
             index.append(i)
