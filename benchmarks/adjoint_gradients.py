@@ -1,6 +1,6 @@
 """Gradients by the adjoint (``adjoint=True``) against forward sensitivities and diffrax, same run.
 
-Six cases on the CPU:
+Seven cases on the CPU:
   table   a 2 000-entry shared table read by ``jnp.interp`` in f (N = 64 trajectories, 8 saves,
           stops at the knots, as the README asks for adjoint gradients of such entries):
           ``value_and_grad`` with respect to the table, adjoint against the value alone and
@@ -16,6 +16,8 @@ Six cases on the CPU:
           N = 1 000 trajectories, 20 saves on [0, 1], loss the mean square of the saves:
           ``value_and_grad`` by shoal's adjoint, against the value alone and against diffrax's
           default (RecursiveCheckpointAdjoint) at the same tolerances.
+  forced  the neural case's field times a 200-entry forcing table read by ``jnp.interp``
+          (shared by the ensemble with the weights): the same three times.
   observed  gradients through observables (a ``save_fn``): the stiff network (25 rates)
           observing three species against a scale that is a rate, and the neural ODE observing
           a function of its state (diffrax on the same loss).
@@ -175,14 +177,14 @@ def stiff_case(args):
               + f" {cells[1][0] / cells[0][0]:16.2f}")
 
 
-def diffrax_network_saves(params, rtol, y0, ts):
-    """(N, len(ts), 2): the network ODE by diffrax's Tsit5 from each y0 on [0, 1] (atol 1e-2
-    rtol), the same problem as shoal's in the neural cases."""
+def diffrax_network_saves(params, rtol, y0, ts, f=field):
+    """(N, len(ts), 2): the network ODE (or another f(y, t, p)) by diffrax's Tsit5 from each y0
+    on [0, 1] (atol 1e-2 rtol), the same problem as shoal's in the neural cases."""
     import diffrax
 
     def one(y):
         return diffrax.diffeqsolve(
-            diffrax.ODETerm(lambda t, y, p: field(y, t, p)), diffrax.Tsit5(), 0.0, 1.0, 0.01,
+            diffrax.ODETerm(lambda t, y, p: f(y, t, p)), diffrax.Tsit5(), 0.0, 1.0, 0.01,
             y, args=params, saveat=diffrax.SaveAt(ts=ts),
             stepsize_controller=diffrax.PIDController(rtol=rtol, atol=1e-2 * rtol)).ys
     return jax.vmap(one)(y0)
@@ -221,6 +223,42 @@ def neural_case(args):
     print(f"  diffrax value_and_grad       {1e3 * t_peer:9.1f} ms   first call {first_peer:6.2f} s"
           f"   gradient error {relative_error(g_peer, reference):.1e}   "
           f"shoal {t_peer / t_grad:5.2f}x faster")
+
+
+def forced_case(args):
+    # The neural ODE's field scaled by a tabulated forcing (a universal differential equation
+    # with a measured input): its vjp adds the forcing's cotangent at run-time indices.
+    grid = jnp.linspace(0.0, 1.0, 200)
+    params = {"net": make_params(64), "forcing": 1.0 + 0.3 * jnp.sin(6.0 * grid)}
+    n = args.n
+    y0 = jax.random.normal(jax.random.PRNGKey(1), (n, 2))
+    ts = jnp.linspace(0.0, 1.0, 20)
+
+    def forced(y, t, p):
+        return jnp.interp(t, grid, p["forcing"]) * field(y, t, p["net"])
+
+    def ours(params, rtol):
+        ys = solve(forced, y0, ts, params, params_axes=None, method="tsit5", rtol=rtol,
+                   atol=1e-2 * rtol, adjoint=True)
+        return jnp.mean(ys ** 2)
+
+    def peer(params, rtol):
+        return jnp.mean(diffrax_network_saves(params, rtol, y0, ts, forced) ** 2)
+
+    rtol = 1e-6
+    reference = jax.jit(jax.grad(lambda p: ours(p, 1e-11)))(params)
+    print(f"forced neural ODE (the neural case's network times a 200-entry forcing table, "
+          f"N = {n}, rtol {rtol:g})")
+    t_value, _, _ = best_of(jax.jit(lambda: ours(params, rtol)), args.repeats)
+    ours_vg = jax.jit(jax.value_and_grad(lambda p: ours(p, rtol)))
+    t_grad, (_, g), _ = best_of(lambda: ours_vg(params), args.repeats)
+    peer_vg = jax.jit(jax.value_and_grad(lambda p: peer(p, rtol)))
+    t_peer, (_, g_peer), _ = best_of(lambda: peer_vg(params), args.repeats)
+    print(f"  shoal value                  {1e3 * t_value:9.1f} ms")
+    print(f"  shoal value_and_grad adjoint {1e3 * t_grad:9.1f} ms   {t_grad / t_value:5.2f}x "
+          f"the value   gradient error {relative_error(g, reference):.1e}")
+    print(f"  diffrax value_and_grad       {1e3 * t_peer:9.1f} ms   gradient error "
+          f"{relative_error(g_peer, reference):.1e}   shoal {t_peer / t_grad:5.2f}x faster")
 
 
 def observed_case(args):
@@ -321,7 +359,7 @@ def boltzmann_case(args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", default="table,crossover,stiff,neural,observed,boltzmann")
+    parser.add_argument("--cases", default="table,crossover,stiff,neural,forced,observed,boltzmann")
     parser.add_argument("--forward", action="store_true",
                         help="also time the table's gradient by forward sensitivities (minutes)")
     parser.add_argument("--n", type=int, default=1000, help="neural ODE trajectories")
@@ -330,7 +368,8 @@ def main():
     os.environ.setdefault("SHOAL_CACHE_DIR", tempfile.mkdtemp(prefix="shoal-adjoint-"))
     print("\n".join(header_lines()))
     cases = {"table": table_case, "crossover": crossover_case, "stiff": stiff_case,
-             "neural": neural_case, "observed": observed_case, "boltzmann": boltzmann_case}
+             "neural": neural_case, "forced": forced_case, "observed": observed_case,
+             "boltzmann": boltzmann_case}
     for name in args.cases.split(","):
         cases[name](args)
 
