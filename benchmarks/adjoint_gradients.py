@@ -190,26 +190,27 @@ def diffrax_network_saves(params, rtol, y0, ts, f=field):
     return jax.vmap(one)(y0)
 
 
-def neural_case(args):
-    params = make_params(64)
+def network_against_diffrax(f, params, args, title):
+    """value and value_and_grad of the mean square of f's 20 saves on [0, 1] from N random
+    states (shoal's adjoint; all weights shared), against diffrax's value_and_grad, rtol 1e-6;
+    errors against shoal's gradient at rtol 1e-11, which diffrax's is checked against."""
     n = args.n
     y0 = jax.random.normal(jax.random.PRNGKey(1), (n, 2))
     ts = jnp.linspace(0.0, 1.0, 20)
 
     def ours(params, rtol):
-        ys = solve(field, y0, ts, params, params_axes=None, method="tsit5", rtol=rtol,
+        ys = solve(f, y0, ts, params, params_axes=None, method="tsit5", rtol=rtol,
                    atol=1e-2 * rtol, adjoint=True)
         return jnp.mean(ys ** 2)
 
     def peer(params, rtol):
-        return jnp.mean(diffrax_network_saves(params, rtol, y0, ts) ** 2)
+        return jnp.mean(diffrax_network_saves(params, rtol, y0, ts, f) ** 2)
 
     rtol = 1e-6
     reference = jax.jit(jax.grad(lambda p: ours(p, 1e-11)))(params)
     check = jax.jit(jax.grad(lambda p: peer(p, 1e-11)))(params)
-    print(f"neural ODE (MLP 2-64-64-2 tanh, 4 480 shared weights, N = {n}, 20 saves, "
-          f"rtol {rtol:g}, atol {1e-2 * rtol:g}); reference gradients at rtol 1e-11 agree to "
-          f"{relative_error(check, reference):.1e}")
+    print(f"{title}, N = {n}, 20 saves, rtol {rtol:g}, atol {1e-2 * rtol:g}; reference "
+          f"gradients at rtol 1e-11 agree to {relative_error(check, reference):.1e}")
     t_value, _, first_value = best_of(jax.jit(lambda: ours(params, rtol)), args.repeats)
     ours_vg = jax.jit(jax.value_and_grad(lambda p: ours(p, rtol)))
     t_grad, (_, g), first_grad = best_of(lambda: ours_vg(params), args.repeats)
@@ -225,40 +226,22 @@ def neural_case(args):
           f"shoal {t_peer / t_grad:5.2f}x faster")
 
 
+def neural_case(args):
+    network_against_diffrax(field, make_params(64), args,
+                            "neural ODE (MLP 2-64-64-2 tanh, 4 480 shared weights)")
+
+
 def forced_case(args):
     # The neural ODE's field scaled by a tabulated forcing (a universal differential equation
     # with a measured input): its vjp adds the forcing's cotangent at run-time indices.
     grid = jnp.linspace(0.0, 1.0, 200)
-    params = {"net": make_params(64), "forcing": 1.0 + 0.3 * jnp.sin(6.0 * grid)}
-    n = args.n
-    y0 = jax.random.normal(jax.random.PRNGKey(1), (n, 2))
-    ts = jnp.linspace(0.0, 1.0, 20)
 
     def forced(y, t, p):
         return jnp.interp(t, grid, p["forcing"]) * field(y, t, p["net"])
 
-    def ours(params, rtol):
-        ys = solve(forced, y0, ts, params, params_axes=None, method="tsit5", rtol=rtol,
-                   atol=1e-2 * rtol, adjoint=True)
-        return jnp.mean(ys ** 2)
-
-    def peer(params, rtol):
-        return jnp.mean(diffrax_network_saves(params, rtol, y0, ts, forced) ** 2)
-
-    rtol = 1e-6
-    reference = jax.jit(jax.grad(lambda p: ours(p, 1e-11)))(params)
-    print(f"forced neural ODE (the neural case's network times a 200-entry forcing table, "
-          f"N = {n}, rtol {rtol:g})")
-    t_value, _, _ = best_of(jax.jit(lambda: ours(params, rtol)), args.repeats)
-    ours_vg = jax.jit(jax.value_and_grad(lambda p: ours(p, rtol)))
-    t_grad, (_, g), _ = best_of(lambda: ours_vg(params), args.repeats)
-    peer_vg = jax.jit(jax.value_and_grad(lambda p: peer(p, rtol)))
-    t_peer, (_, g_peer), _ = best_of(lambda: peer_vg(params), args.repeats)
-    print(f"  shoal value                  {1e3 * t_value:9.1f} ms")
-    print(f"  shoal value_and_grad adjoint {1e3 * t_grad:9.1f} ms   {t_grad / t_value:5.2f}x "
-          f"the value   gradient error {relative_error(g, reference):.1e}")
-    print(f"  diffrax value_and_grad       {1e3 * t_peer:9.1f} ms   gradient error "
-          f"{relative_error(g_peer, reference):.1e}   shoal {t_peer / t_grad:5.2f}x faster")
+    params = {"net": make_params(64), "forcing": 1.0 + 0.3 * jnp.sin(6.0 * grid)}
+    network_against_diffrax(forced, params, args, "forced neural ODE (the neural case's network "
+                            "times a 200-entry forcing table)")
 
 
 def observed_case(args):
