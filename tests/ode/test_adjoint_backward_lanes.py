@@ -429,3 +429,40 @@ def test_table_reads_add_into_each_lanes_own_cotangent_in_the_scalar_sweeps_orde
     forward = jax.grad(loss, (0, 1))(tables, y0, 8, False)
     for a, fw in zip(scalar, forward, strict=True):
         np.testing.assert_allclose(a, fw, rtol=1e-9, atol=1e-12 * float(jnp.max(jnp.abs(fw))))
+
+
+@pytest.mark.parametrize(("method", "threshold"), [("tsit5", 8), ("rodas5p", 5)])
+@pytest.mark.parametrize("above", [False, True])
+def test_a_table_read_takes_the_lanes_thresholds_and_grad_jacrev_jacfwd_agree(
+        monkeypatch, method, threshold, above):
+    # A table read at t (its transpose an addition at a run-time index, now on the lanes) puts
+    # the model on the lanes' "auto" thresholds: just at and just past them, on the plain
+    # solve's steps with stops at the knots, grad, jacrev and jacfwd agree to 1e-10, the table
+    # alone, then with the per-member leaf and y0.
+    calls = _counting_adjoint_calls(monkeypatch)
+    entries = threshold + 1 if above else threshold
+    grid = jnp.linspace(0.0, 1.0, entries)
+
+    def f(y, t, p):
+        return -(jnp.interp(t, grid, p["table"]) + p["k"]) * y
+
+    y0 = jnp.linspace(0.5, 2.0, 10)[:, None]
+    ts = jnp.array([0.0, 0.37, 1.0])
+    options = dict(method=method, rtol=1e-9, atol=1e-9, sens_error_control=False,
+                   first_step=1e-3, adjoint="auto", params_axes={"table": None, "k": 0},
+                   tstops=grid[1:-1])
+
+    def saves(table, k, y0):
+        return solve(f, y0, ts, {"table": table, "k": k}, **options)[:, -1, 0]
+
+    table, k = 1.0 + 0.5 * jnp.sin(3.0 * grid), jnp.linspace(0.1, 0.3, 10)
+    for argnums in ((0,), (0, 1), (0, 1, 2)):
+        calls.clear()
+        reverse = jax.jacrev(saves, argnums)(table, k, y0)
+        if argnums == (0,):
+            assert bool(calls) == above
+        forward = jax.jacfwd(saves, argnums)(table, k, y0)
+        grad = jax.grad(lambda *a: jnp.sum(saves(*a)), argnums)(table, k, y0)
+        for r, fw, g in zip(reverse, forward, grad, strict=True):
+            np.testing.assert_allclose(r, fw, rtol=1e-10, atol=1e-13)
+            np.testing.assert_allclose(g, jnp.sum(fw, axis=0), rtol=1e-10, atol=1e-13)
