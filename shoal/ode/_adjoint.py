@@ -125,16 +125,21 @@ def _lower_cpu(ctx, *args, build: _build.ModelBuild, options: SolveOptions):
     n_traj = math.prod(ctx.avals_in[0].shape[:-1])
     params, shared = ctx.avals_in[1], ctx.avals_in[2]
     _memory.check_adjoint_fits(ctx.avals_out, n_traj=n_traj,  # before compiling anything
-                               n_params=params.shape[-1] + shared.shape[-1])
+                               n_params=params.shape[-1] + shared.shape[-1],
+                               adjoint=options.adjoint)
     build = _build.for_ensemble(build, n_traj)
     return jax.ffi.ffi_lowering(TARGET_CPU)(
         ctx, *args, model=_build.host_library(build), entry=build.variant.entry,
         options=options.kernel_attributes())
 
 
-def _lower_gpu(ctx, *args, **static):
+def _lower_gpu(ctx, *args, options: SolveOptions, **static):
+    # "auto" decides when the tangent is traced, by JAX's default backend; a computation placed
+    # on a GPU while that is the CPU reaches here.
+    why = ("" if options.adjoint is True else
+           " (adjoint='auto' chose it because JAX's default backend is the CPU)")
     raise NotImplementedError(
-        "shoal.ode.solve(adjoint=True) runs on the CPU only; on a GPU differentiate with "
+        f"shoal.ode.solve's adjoint runs on the CPU only{why}; on a GPU differentiate with "
         "adjoint=False (forward sensitivities)")
 
 

@@ -64,20 +64,23 @@ def check_outputs_fit(avals_out, *, joint: bool, available: int | None = None):
         "parts")
 
 
-def check_adjoint_fits(avals_out, *, n_traj: int, n_params: int,
+def check_adjoint_fits(avals_out, *, n_traj: int, n_params: int, adjoint="auto",
                        available: int | None = None):
     """MemoryError if a gradient by the adjoint needs more than ``available`` bytes: its results
     (the solution, which its kernel writes again, and the cotangents) and the kernel's working
     rows, one cotangent of every parameter per trajectory (src/ode/ode_ffi_cpu.cc), which the
-    shared parameters' sums are taken from."""
+    shared parameters' sums are taken from. ``adjoint``: the solve's option, which the message
+    names (with "auto" the user did not ask for the adjoint, and the way out differs)."""
     available = available_bytes() if available is None else available
     itemsize = np.dtype(avals_out[0].dtype).itemsize
     rows = n_traj * n_params * itemsize
     needed = sum(_nbytes(a) for a in avals_out) + rows
     if available is None or needed <= available:
         return
+    chosen = ("adjoint=True" if adjoint is True else
+              f"adjoint={adjoint!r}, which chose the adjoint for this many differentiated entries")
     raise MemoryError(
-        f"shoal.ode.solve(adjoint=True): the gradient would need {_readable(needed)}, of which "
+        f"shoal.ode.solve({chosen}): the gradient would need {_readable(needed)}, of which "
         f"{_readable(rows)} are the parameters' cotangents ({n_traj} trajectories x {n_params} "
         f"parameters x {itemsize} bytes), more than the {_readable(available)} of memory "
         "available; differentiate the ensemble in parts (a loss summed over slices of it), or "

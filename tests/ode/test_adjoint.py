@@ -333,6 +333,22 @@ def test_the_adjoint_option_is_checked():
         solve(lorenz, Y0, TS, P, adjoint="yes")
 
 
+@pytest.mark.parametrize("adjoint", [True, "auto"])
+def test_lowering_the_adjoint_for_a_gpu_says_why_it_was_chosen(adjoint):
+    """No GPU needed: the gradient lowered for CUDA. "auto" decides by JAX's default backend (the
+    CPU here), so a computation placed on a GPU reaches the CPU-only adjoint; the error says so."""
+    table = jnp.linspace(1.0, 2.0, 40)
+
+    def loss(table):
+        return jnp.sum(solve(lambda y, t, p: -jnp.interp(t, jnp.linspace(0.0, 1.0, 40), p) * y,
+                             Y0[:, :1], TS, table, params_axes=None, adjoint=adjoint))
+
+    why = (r" \(adjoint='auto' chose it because JAX's default backend is the CPU\)"
+           if adjoint == "auto" else "")
+    with pytest.raises(NotImplementedError, match=f"adjoint runs on the CPU only{why}; on a GPU"):
+        jax.jit(jax.grad(loss)).trace(table).lower(lowering_platforms=("cuda",))
+
+
 def test_entries_acting_between_knots_need_stops():
     # The adjoint differentiates the steps the solve took. A table entry read by jnp.interp(t,
     # ...) acts on f between its neighbouring knots only; steps that span many knots sample

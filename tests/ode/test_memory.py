@@ -73,6 +73,10 @@ def test_a_gradient_by_the_adjoint_counts_its_parameter_cotangent_rows(monkeypat
                r"bytes\).*differentiate the ensemble in parts")
     with pytest.raises(MemoryError, match=message):
         jax.grad(loss)(w, True)
+    # Where "auto" chose the adjoint, the message says so (the user did not ask for it).
+    with pytest.raises(MemoryError, match=r"solve\(adjoint='auto', which chose the adjoint for "
+                                          r"this many differentiated entries\): the gradient"):
+        jax.grad(loss)(w, "auto")
 
     monkeypatch.setattr(_memory, "available_bytes", lambda: 2 * rows)
     grad = jax.grad(loss)(w, True)
