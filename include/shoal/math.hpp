@@ -243,6 +243,22 @@ template <class R, class E, class I>
 SHOAL_INLINE R gather(const E* array, const I& i) {
   return R(array[i]);
 }
+// A table read whose index was computed from `from`: gather<R>(array, i), which for the
+// sparsity tracer depends on `from` too (indexed). For numbers the read itself, returned as the
+// value it is: `indexed(gather<R>(…), from…)` would copy it, and a dual of SIMD lanes (192 bytes
+// and more) is copied by a call to memcpy at every read.
+template <class R>
+struct ReadDependsOnIndex {  // true for the sparsity tracer (ad/sparsity_tracer.hpp)
+  static constexpr bool value = false;
+};
+template <class R, class A, class I, class... D>
+SHOAL_INLINE R gather_indexed(const A& array, const I& i, const D&... from) {
+  if constexpr (ReadDependsOnIndex<R>::value) {
+    return indexed(gather<R>(array, i), from...);
+  } else {
+    return gather<R>(array, i);
+  }
+}
 // An addition into an array at a run-time index (a vjp's cotangent of a table read, which the
 // code generator spells as a call so that SIMD lanes overload it: each lane adds its own value
 // into its own index; simd/lanes_math.hpp).
@@ -288,7 +304,7 @@ SHOAL_INLINE float next_after(float x, float toward) { return std::nextafter(x, 
   using shoal::math::select; using shoal::math::is_finite;                                        \
   using shoal::math::lt_total; using shoal::math::search_sorted;                                 \
   using shoal::math::search_sorted_near; using shoal::math::indexed;                            \
-  using shoal::math::pick; using shoal::math::gather; using shoal::math::to_double;               \
+  using shoal::math::pick; using shoal::math::gather; using shoal::math::gather_indexed; using shoal::math::to_double;               \
   using shoal::math::scatter_add
 
 }  // namespace math

@@ -94,5 +94,5 @@ def test_the_generated_model_computes_the_grid():
     model, _ = generate(_model(), 2, 2, np.float64)
     assert "shoal::math::Linspace{101, -1.0, 0.019, 0.9}" in model.source
     assert "search_sorted_near(shoal::math::Linspace" in model.source
-    assert "gather<T>(shoal::math::Linspace" in model.source
+    assert "gather_indexed<T>(shoal::math::Linspace" in model.source  # its index depends on y
     assert model.lane_arithmetic  # a computed grid is a constant table in the lanes

@@ -255,8 +255,11 @@ def test_table_reads_run_in_the_lanes(dtype):
     from shoal.ode._codegen.model_struct import generate_model
     model = generate_model(table_reads, 2, 2, dtype)
     assert model.lane_arithmetic
-    for read in ("search_sorted_near(", "search_sorted(", "gather<T>(p, ", "pick("):
+    for read in ("search_sorted_near(", "search_sorted(", "gather_indexed<T>(p, ", "pick("):
         assert read in model.source
+    # A read at an index computed from the state is the read itself for numbers (math.hpp's
+    # gather_indexed), never indexed(gather(…)), which copies the value (a dual of lanes by memcpy).
+    assert "indexed(gather" not in model.source
 
 
 @pytest.mark.parametrize("method", ["tsit5", "rodas5p"])

@@ -133,11 +133,12 @@ class _Window:
         element = f"gather<{ctype}>({self.array}, {at})"
         if _is_float(dtype):
             # The sparsity tracer: the read depends on the index and on every element it may read
-            # (parameters depend on no state).
+            # (parameters depend on no state). gather_indexed, not indexed(gather(…), …): for
+            # numbers it is the read itself, where indexed() would copy the value (math.hpp).
             elements = () if self.of_params else self.operand.elems.flat
             deps = sorted(em.deps_of(self.base) | {e for e in elements if isinstance(e, str)})
             if deps:
-                element = f"indexed({element}, {', '.join(deps)})"
+                element = f"gather_indexed<{ctype}>({self.array}, {at}, {', '.join(deps)})"
         if self.in_bounds is not None:
             fill = em.render(self.fill, dtype)
             pick = "select({}, {}, {})" if _is_float(dtype) else "pick({}, {}, {})"
