@@ -243,20 +243,33 @@ template <class R, class E, class I>
 SHOAL_INLINE R gather(const E* array, const I& i) {
   return R(array[i]);
 }
-// A table read whose index was computed from `from`: gather<R>(array, i), which for the
-// sparsity tracer depends on `from` too (indexed). For numbers the read itself, returned as the
-// value it is: `indexed(gather<R>(…), from…)` would copy it, and a dual of SIMD lanes (192 bytes
-// and more) is copied by a call to memcpy at every read.
+// Values chosen by an index computed at run time: for the sparsity tracer they depend on what the
+// index was computed from (indexed), for numbers they are the choice itself, returned as the value
+// it is: `indexed(gather<R>(…), from…)` would copy it, and a dual of SIMD lanes (192 bytes and
+// more) is copied by a call to memcpy at every read.
 template <class R>
-struct ReadDependsOnIndex {  // true for the sparsity tracer (ad/sparsity_tracer.hpp)
+struct IndexDependent {  // true for the sparsity tracer (ad/sparsity_tracer.hpp)
   static constexpr bool value = false;
 };
+// A table read at index i, computed from `from`.
 template <class R, class A, class I, class... D>
 SHOAL_INLINE R gather_indexed(const A& array, const I& i, const D&... from) {
-  if constexpr (ReadDependsOnIndex<R>::value) {
+  if constexpr (IndexDependent<R>::value) {
     return indexed(gather<R>(array, i), from...);
   } else {
     return gather<R>(array, i);
+  }
+}
+// An element of a scatter at a computed index: the new value where the index (computed from
+// `from`) hit it.
+template <class C, class A, class B, class... D>
+SHOAL_INLINE auto select_indexed(const C& hit, const A& on_true, const B& on_false,
+                                 const D&... from) {
+  using R = decltype(select(hit, on_true, on_false));
+  if constexpr (IndexDependent<R>::value) {
+    return indexed(select(hit, on_true, on_false), from...);
+  } else {
+    return select(hit, on_true, on_false);
   }
 }
 // An addition into an array at a run-time index (a vjp's cotangent of a table read, which the
@@ -302,9 +315,10 @@ SHOAL_INLINE float next_after(float x, float toward) { return std::nextafter(x, 
   using shoal::math::sign; using shoal::math::max; using shoal::math::min;                        \
   using shoal::math::clamp; using shoal::math::integer_pow; using shoal::math::primal;            \
   using shoal::math::select; using shoal::math::is_finite;                                        \
-  using shoal::math::lt_total; using shoal::math::search_sorted;                                 \
-  using shoal::math::search_sorted_near; using shoal::math::indexed;                            \
-  using shoal::math::pick; using shoal::math::gather; using shoal::math::gather_indexed; using shoal::math::to_double;               \
+  using shoal::math::lt_total; using shoal::math::search_sorted;                                  \
+  using shoal::math::search_sorted_near; using shoal::math::indexed;                              \
+  using shoal::math::pick; using shoal::math::gather; using shoal::math::to_double;               \
+  using shoal::math::gather_indexed; using shoal::math::select_indexed;                           \
   using shoal::math::scatter_add
 
 }  // namespace math

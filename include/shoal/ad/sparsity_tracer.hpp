@@ -201,9 +201,9 @@ SHOAL_INLINE bool is_finite(const Tracer<W>&) {
 }  // namespace ad
 
 namespace math {
-// A read at a run-time index depends on what the index was computed from (math.hpp).
+// A value chosen at a run-time index depends on what the index was computed from (math.hpp).
 template <int W>
-struct ReadDependsOnIndex<ad::Tracer<W>> {
+struct IndexDependent<ad::Tracer<W>> {
   static constexpr bool value = true;
 };
 // Every branch; a while loop's carries grow to the union over every trip count: iterate while any
