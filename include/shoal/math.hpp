@@ -243,10 +243,11 @@ template <class R, class E, class I>
 SHOAL_INLINE R gather(const E* array, const I& i) {
   return R(array[i]);
 }
-// Values chosen by an index computed at run time: for the sparsity tracer they depend on what the
-// index was computed from (indexed), for numbers they are the choice itself, returned as the value
+// Values read at an index computed at run time: for the sparsity tracer they depend on what the
+// index was computed from (indexed), for numbers they are the read itself, returned as the value
 // it is: `indexed(gather<R>(…), from…)` would copy it, and a dual of SIMD lanes (192 bytes and
-// more) is copied by a call to memcpy at every read.
+// more) is copied by a call to memcpy at every read. (A scatter's `indexed(select(…), …)` showed
+// no such copy: g++ builds the selected dual in place.)
 template <class R>
 struct IndexDependent {  // true for the sparsity tracer (ad/sparsity_tracer.hpp)
   static constexpr bool value = false;
@@ -258,18 +259,6 @@ SHOAL_INLINE R gather_indexed(const A& array, const I& i, const D&... from) {
     return indexed(gather<R>(array, i), from...);
   } else {
     return gather<R>(array, i);
-  }
-}
-// An element of a scatter at a computed index: the new value where the index (computed from
-// `from`) hit it.
-template <class C, class A, class B, class... D>
-SHOAL_INLINE auto select_indexed(const C& hit, const A& on_true, const B& on_false,
-                                 const D&... from) {
-  using R = decltype(select(hit, on_true, on_false));
-  if constexpr (IndexDependent<R>::value) {
-    return indexed(select(hit, on_true, on_false), from...);
-  } else {
-    return select(hit, on_true, on_false);
   }
 }
 // An addition into an array at a run-time index (a vjp's cotangent of a table read, which the
@@ -318,7 +307,7 @@ SHOAL_INLINE float next_after(float x, float toward) { return std::nextafter(x, 
   using shoal::math::lt_total; using shoal::math::search_sorted;                                  \
   using shoal::math::search_sorted_near; using shoal::math::indexed;                              \
   using shoal::math::pick; using shoal::math::gather; using shoal::math::to_double;               \
-  using shoal::math::gather_indexed; using shoal::math::select_indexed;                           \
+  using shoal::math::gather_indexed;                                                              \
   using shoal::math::scatter_add
 
 }  // namespace math

@@ -243,13 +243,13 @@ LANE_FUNCTIONS = frozenset({
 })
 # Integers (simd::IntLanes in the lanes, through the aliases lane_statements declares), the
 # reads of tables at integer indices and a vjp's additions at them (math.hpp: pick, gather,
-# gather_indexed, select_indexed, search_sorted, search_sorted_near, to_double, primal and
-# scatter_add, each overloaded for lanes with every lane the scalar's answer).
+# gather_indexed, search_sorted, search_sorted_near, to_double, primal and scatter_add, each
+# overloaded for lanes with every lane the scalar's answer).
 INTEGER_TYPES = {f"{u}int{b}_t": f"{u.upper() or 'I'}{b}"
                  for u in ("", "u") for b in (8, 16, 32, 64)}
-TABLE_FUNCTIONS = frozenset({"pick", "gather", "gather_indexed", "select_indexed",
-                             "search_sorted", "search_sorted_near", "to_double", "primal",
-                             "indexed", "static_cast", "true", "false", "scatter_add"})
+TABLE_FUNCTIONS = frozenset({"pick", "gather", "gather_indexed", "search_sorted",
+                             "search_sorted_near", "to_double", "primal", "indexed",
+                             "static_cast", "true", "false", "scatter_add"})
 # An elementwise loop over arrays of T (array_loops.py: `for (int i = 0; i < n; ++i) v[i] = ...`),
 # or a product with a block of parameters (contractions.py: loops over i and j), indexes with the
 # same i and j in every lane.

@@ -231,10 +231,10 @@ class _Writer:
             return new_s
         if not _is_float(dtype):  # integer locals track what the hit was computed from
             return em.assign(ctype, f"({hit} ? {new_s} : {old_s})")
-        # The sparsity tracer: which element was written depends on the index's floats too
-        # (select_indexed: for numbers the select itself, where indexed() would copy it).
+        picked = f"select({hit}, {new_s}, {old_s})"
+        # The sparsity tracer: which element was written depends on the index's floats too.
         deps = sorted(em.deps_of(hit))
-        picked = (f"select_indexed({hit}, {new_s}, {old_s}, {', '.join(deps)})" if deps else
-                  f"select({hit}, {new_s}, {old_s})")
+        if deps:
+            picked = f"indexed({picked}, {', '.join(deps)})"
         return em.assign(ctype, picked)
 
