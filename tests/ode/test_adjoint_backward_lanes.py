@@ -241,6 +241,21 @@ def _counting_adjoint_calls(monkeypatch) -> list:
     return calls
 
 
+def _routes_agree(saves, args, calls, above):
+    """grad, jacrev and jacfwd of ``saves(table, k, y0)`` agree to 1e-10: the table alone (the
+    adjoint taken by "auto" exactly when ``above``), then with k, then with y0 too."""
+    for argnums in ((0,), (0, 1), (0, 1, 2)):
+        calls.clear()
+        reverse = jax.jacrev(saves, argnums)(*args)
+        if argnums == (0,):
+            assert bool(calls) == above
+        forward = jax.jacfwd(saves, argnums)(*args)
+        grad = jax.grad(lambda *a: jnp.sum(saves(*a)), argnums)(*args)
+        for r, fw, g in zip(reverse, forward, grad, strict=True):
+            np.testing.assert_allclose(r, fw, rtol=1e-10, atol=1e-13)
+            np.testing.assert_allclose(g, jnp.sum(fw, axis=0), rtol=1e-10, atol=1e-13)
+
+
 @pytest.mark.parametrize(("method", "threshold"), [("tsit5", 8), ("rodas5p", 5)])
 @pytest.mark.parametrize("above", [False, True])  # both sides of "auto"'s threshold in the lanes
 def test_auto_takes_the_adjoint_beyond_the_lanes_thresholds(monkeypatch, method, threshold,
@@ -379,17 +394,7 @@ def test_grad_jacrev_and_jacfwd_agree_on_both_sides_of_the_lanes_thresholds(
     def saves(table, k, y0):
         return solve(f, y0, ts, {"table": table, "k": k}, **options)[:, -1, 0]
 
-    table, k = 1.0 + grid, jnp.linspace(0.1, 0.3, 10)
-    for argnums in ((0,), (0, 1), (0, 1, 2)):
-        calls.clear()
-        reverse = jax.jacrev(saves, argnums)(table, k, y0)
-        if argnums == (0,):
-            assert bool(calls) == above
-        forward = jax.jacfwd(saves, argnums)(table, k, y0)
-        grad = jax.grad(lambda *a: jnp.sum(saves(*a)), argnums)(table, k, y0)
-        for r, fw, g in zip(reverse, forward, grad, strict=True):
-            np.testing.assert_allclose(r, fw, rtol=1e-10, atol=1e-13)
-            np.testing.assert_allclose(g, jnp.sum(fw, axis=0), rtol=1e-10, atol=1e-13)
+    _routes_agree(saves, (1.0 + grid, jnp.linspace(0.1, 0.3, 10), y0), calls, above)
 
 
 @pytest.mark.parametrize("method", ["tsit5", "rodas5p"])
@@ -455,14 +460,5 @@ def test_a_table_read_takes_the_lanes_thresholds_and_grad_jacrev_jacfwd_agree(
     def saves(table, k, y0):
         return solve(f, y0, ts, {"table": table, "k": k}, **options)[:, -1, 0]
 
-    table, k = 1.0 + 0.5 * jnp.sin(3.0 * grid), jnp.linspace(0.1, 0.3, 10)
-    for argnums in ((0,), (0, 1), (0, 1, 2)):
-        calls.clear()
-        reverse = jax.jacrev(saves, argnums)(table, k, y0)
-        if argnums == (0,):
-            assert bool(calls) == above
-        forward = jax.jacfwd(saves, argnums)(table, k, y0)
-        grad = jax.grad(lambda *a: jnp.sum(saves(*a)), argnums)(table, k, y0)
-        for r, fw, g in zip(reverse, forward, grad, strict=True):
-            np.testing.assert_allclose(r, fw, rtol=1e-10, atol=1e-13)
-            np.testing.assert_allclose(g, jnp.sum(fw, axis=0), rtol=1e-10, atol=1e-13)
+    _routes_agree(saves, (1.0 + 0.5 * jnp.sin(3.0 * grid), jnp.linspace(0.1, 0.3, 10), y0), calls,
+                  above)
