@@ -60,8 +60,28 @@ def _forget_loaded_models(monkeypatch):
     jax.clear_caches()
 
 
+@pytest.fixture(scope="module")
+def prelude_entry():
+    """The precompiled core headers' cache entry (.gch and its digest) in the run's own cache,
+    or () where models compile without them (clang). Copied into a fresh cache, it spares each
+    test the 3-4 s of precompiling them again, which is not what these tests are about; the two
+    that are (a hanging header compile, eight threads racing to the first build) start empty."""
+    root = _jit.precompiled_prelude() if _jit.uses_precompiled_prelude() else None
+    if root is None:
+        return ()
+    gch = root.with_suffix(".gch")
+    return gch, _jit._digest_path(gch)
+
+
+def _with_prelude(cache, prelude_entry):
+    cache.mkdir(parents=True, exist_ok=True)
+    for path in prelude_entry:
+        shutil.copy(path, cache / path.name)
+    return cache
+
+
 @pytest.fixture
-def fresh_cache(tmp_path, monkeypatch):
+def empty_cache(tmp_path, monkeypatch):
     cache = tmp_path / "cache"
     monkeypatch.setenv("SHOAL_CACHE_DIR", str(cache))
     _forget_loaded_models(monkeypatch)
@@ -69,13 +89,19 @@ def fresh_cache(tmp_path, monkeypatch):
     _build._host_library.cache_clear()
 
 
+@pytest.fixture
+def fresh_cache(empty_cache, prelude_entry):
+    """A new cache directory holding only the precompiled core headers."""
+    return _with_prelude(empty_cache, prelude_entry)
+
+
 @pytest.fixture(scope="module")
-def seed_entries(tmp_path_factory):
+def seed_entries(tmp_path_factory, prelude_entry):
     """One good cache entry (.so and .sha256) per model, each in a directory of its own."""
     entries = {}
     with pytest.MonkeyPatch.context() as mp:
         for f in (decay, faster_decay):
-            directory = tmp_path_factory.mktemp(f.__name__)
+            directory = _with_prelude(tmp_path_factory.mktemp(f.__name__), prelude_entry)
             mp.setenv("SHOAL_CACHE_DIR", str(directory))
             _forget_loaded_models(mp)
             _solve(f)
@@ -140,7 +166,7 @@ def fake_cxx(tmp_path, monkeypatch):
     _jit.find_compiler.cache_clear()
 
 
-def test_precompiled_headers_that_do_not_finish_are_skipped(fresh_cache, fake_cxx, monkeypatch):
+def test_precompiled_headers_that_do_not_finish_are_skipped(empty_cache, fake_cxx, monkeypatch):
     """The precompiled core headers only save time: a header compile that hangs is stopped at the
     compile timeout, warned about, and the model compiles and runs without them."""
     if not _jit.uses_precompiled_prelude():
@@ -152,7 +178,7 @@ def test_precompiled_headers_that_do_not_finish_are_skipped(fresh_cache, fake_cx
     with pytest.warns(RuntimeWarning, match="could not precompile its core headers"):
         ys = _solve(decay)
     _assert_decays(ys)
-    assert not list(fresh_cache.glob("*.gch"))
+    assert not list(empty_cache.glob("*.gch"))
 
 
 # --- concurrency -----------------------------------------------------------------------------
@@ -206,7 +232,7 @@ def test_four_processes_compile_a_new_model_once(tmp_path, fake_cxx):
     assert compile_count() == 1
 
 
-def test_eight_threads_solve_different_models(fresh_cache):
+def test_eight_threads_solve_different_models(empty_cache):
     # Each thread's f bakes in its own rate: eight models, eight compiles, one process.
     rates = [0.125 * (i + 1) for i in range(8)]
     results, errors = {}, []
@@ -231,7 +257,7 @@ def test_eight_threads_solve_different_models(fresh_cache):
     assert not errors, errors
     for rate in rates:
         _assert_decays(results[rate], rate)
-    assert len(list(fresh_cache.glob("*.so"))) == len(rates)
+    assert len(list(empty_cache.glob("*.so"))) == len(rates)
 
 
 # --- damaged entries and a killed lock holder ------------------------------------------------
@@ -272,7 +298,6 @@ def _unloadable(library, seeds):
                          ids=["truncated", "bytes-flipped", "foreign", "unloadable"])
 def test_damaged_entry_is_rebuilt(fresh_cache, seed_entries, damage):
     seed = seed_entries["decay"]
-    fresh_cache.mkdir()
     library = fresh_cache / seed.name
     shutil.copy(seed, library)
     shutil.copy(_jit._digest_path(seed), _jit._digest_path(library))
@@ -294,7 +319,6 @@ def test_library_the_loader_refuses_twice_is_a_clear_error(fresh_cache, fake_cxx
 
 def test_lock_of_a_killed_process_does_not_block(fresh_cache, seed_entries):
     key = seed_entries["decay"].name.split(".")[0]
-    fresh_cache.mkdir()
     lock = fresh_cache / f"{key}.lock"
     holder = subprocess.Popen(
         [sys.executable, "-c", "import fcntl, sys, time\n"
