@@ -8,6 +8,11 @@ parameters, then shared ones). Its kernel (``adjoint.hpp``) solves each trajecto
 again, recording its steps, and transposes them backwards with f's vector-Jacobian products
 (``_codegen/vjp.py``). A trajectory whose solve fails gets NaN cotangents.
 
+A gradient solves forward once: ``record_p`` is the value's solve by the adjoint's library,
+which also writes each trajectory's recording to a row of bytes (``recording_row_bytes``); the
+adjoint sweeps back from it, and solves forward again only where a row was too small for it
+(or belongs to another trajectory: each row carries a hash of what it was recorded from).
+
 ``adjoint_cotangents`` is what ``_directional``'s transpose calls instead of integrating a
 sensitivity column per entry (``chosen`` says when).
 """
@@ -22,17 +27,32 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.extend.core import Primitive
-from jax.interpreters import batching, mlir
+from jax.interpreters import ad, batching, mlir
 
 from shoal._manual_axes import result_aval, varying_axes
 from shoal.ode import _build, _memory, _primitive
 from shoal.ode._options import SolveOptions
 
 TARGET_CPU = "shoal_ode_adjoint_cpu"
+TARGET_RECORD_CPU = "shoal_ode_record_cpu"
 
 adjoint_p = Primitive("shoal_ode_adjoint")
 adjoint_p.multiple_results = True
 adjoint_p.def_impl(functools.partial(_primitive._apply_primitive, adjoint_p))
+
+record_p = Primitive("shoal_ode_record")
+record_p.multiple_results = True
+record_p.def_impl(functools.partial(_primitive._apply_primitive, record_p))
+
+# The value's recordings of one gradient take at most this many bytes in all, and a trajectory
+# at most RECORDING_ROW_MAX: a trajectory whose recording is longer is solved forward again by
+# the adjoint, as all were before. XLA allocates the rows whole, but the system gives pages only
+# where a recording is written (they are large allocations, mapped on first touch), so the
+# budget is an upper bound on memory used, not a cost paid.
+RECORDING_BYTES = 512 << 20
+RECORDING_ROW_MAX = 8 << 20
+# Below this a row holds too few steps to be worth writing.
+RECORDING_ROW_MIN = 4 << 10
 
 
 # adjoint="auto" takes the adjoint beyond this many differentiated entries, per method family
@@ -90,13 +110,75 @@ def backward_lanes(problem, n_traj: int) -> str | None:
     return "steps and products" if products else "steps"
 
 
+def recording_row_bytes(n_traj: int, available: int | None = None) -> int:
+    """The bytes of each trajectory's row of recordings for an ensemble of ``n_traj`` (0: none;
+    a multiple of 64): the budget shared out, within the memory available now."""
+    available = _memory.available_bytes() if available is None else available
+    budget = RECORDING_BYTES if available is None else min(RECORDING_BYTES, available // 4)
+    row = min(RECORDING_ROW_MAX, budget // max(n_traj, 1)) // 64 * 64
+    return row if row >= RECORDING_ROW_MIN else 0
+
+
+def record(problem, primals, progress):
+    """The solve's outputs (as ``problem.run``'s, the same bits) and each trajectory's recording
+    for the adjoint: (outputs, recording (N, row bytes) uint8); None where no row would be big
+    enough to be worth it (then solve plainly)."""
+    y0, params, shared, t_span, weights, tstops, first_step = primals
+    row_bytes = recording_row_bytes(y0.shape[0])
+    if row_bytes == 0:
+        return None
+    if progress is None:
+        progress = np.full((1,), -1, np.int32)
+    atol = jnp.full(y0.shape, problem.options.atol, y0.dtype)
+    *out, recording = record_p.bind(y0, params, shared, t_span, weights, atol, tstops,
+                                    first_step, progress, build=_build_of(problem),
+                                    options=problem.options, row_bytes=row_bytes)
+    return tuple(out), recording
+
+
+@record_p.def_abstract_eval
+def _record_abstract_eval(y0, params, shared, t_span, weights, atol, tstops, first_step,
+                          progress, *, build, options, row_bytes):
+    solve = _primitive._abstract_eval(y0, params, shared, t_span, weights, atol, tstops,
+                                      first_step, progress, build=build)
+    varying = varying_axes((y0, params, shared, t_span, weights, atol, tstops, first_step,
+                            progress))
+    lead = y0.shape[:-1]
+    return [*solve, result_aval(y0, lead + (row_bytes,), np.uint8, varying, len(lead))]
+
+
+def _record_batch(args, dims, *, row_bytes, **static):
+    """vmap: as the solve's (every operand gets the batch axis in front)."""
+    size = next(x.shape[d] for x, d in zip(args, dims, strict=True) if d is not None)
+    moved = [jnp.broadcast_to(x, (size, *x.shape)) if d is None else jnp.moveaxis(x, d, 0)
+             for x, d in zip(args, dims, strict=True)]
+    # The budget is for the whole ensemble, the batch folded in.
+    row_bytes = min(row_bytes, recording_row_bytes(math.prod(moved[0].shape[:-1])))
+    return record_p.bind(*moved, row_bytes=row_bytes, **static), [0] * 7
+
+
+batching.primitive_batchers[record_p] = _record_batch
+ad.primitive_jvps[record_p] = _primitive.second_order_jvp
+
+
+def _lower_record_cpu(ctx, *args, build: _build.ModelBuild, options: SolveOptions,
+                      row_bytes: int):
+    # Before compiling anything; the rows are within the budget (recording_row_bytes) and only
+    # touched where written.
+    _memory.check_outputs_fit(ctx.avals_out[:-1], joint=False)
+    build = _build.for_ensemble(build, math.prod(ctx.avals_in[0].shape[:-1]))
+    return jax.ffi.ffi_lowering(TARGET_RECORD_CPU)(
+        ctx, *args, model=_build.host_library(build), entry=build.variant.entry + "_record",
+        options=options.kernel_attributes())
+
+
 @adjoint_p.def_abstract_eval
 def _abstract_eval(y0, params, shared, t_span, weights, atol, tstops, first_step, progress,
-                   ys_bar, *, build, options):
+                   ys_bar, recording, *, build, options):
     lead = y0.shape[:-1]
     model = build.model
     varying = varying_axes((y0, params, shared, t_span, weights, atol, tstops, first_step,
-                            progress, ys_bar))
+                            progress, ys_bar, recording))
     # The kernel writes the forward solve's outputs too (the solve handler's results), then the
     # cotangents: y0's, each trajectory's own parameters', and the shared rows' (summed over the
     # trajectories reading each, in the kernel: src/ode/ode_ffi_cpu.cc).
@@ -114,8 +196,12 @@ def _batch(args, dims, **static):
     ensemble."""
     size = next(x.shape[d] for x, d in zip(args, dims, strict=True) if d is not None)
     moved = [jnp.broadcast_to(x, (size, *x.shape)) if d is None else jnp.moveaxis(x, d, 0)
-             for x, d in zip(args, dims, strict=True)]
-    return adjoint_p.bind(*moved, **static), [0] * 9
+             for x, d in zip(args[:-1], dims[:-1], strict=True)]
+    # One recording for a batch of cotangents (jacrev) would be copied for each: they solve
+    # forward again instead.
+    recording = (np.zeros(moved[0].shape[:-1] + (0,), np.uint8) if dims[-1] is None else
+                 jnp.moveaxis(args[-1], dims[-1], 0))
+    return adjoint_p.bind(*moved, recording, **static), [0] * 9
 
 
 batching.primitive_batchers[adjoint_p] = _batch
@@ -145,13 +231,17 @@ def _lower_gpu(ctx, *args, options: SolveOptions, **static):
 
 mlir.register_lowering(adjoint_p, _lower_cpu, platform="cpu")
 mlir.register_lowering(adjoint_p, _lower_gpu, platform="cuda")
+mlir.register_lowering(record_p, _lower_record_cpu, platform="cpu")
+mlir.register_lowering(record_p, _lower_gpu, platform="cuda")
 
 
-def adjoint_cotangents(problem, primals, ct):
+def adjoint_cotangents(problem, primals, ct, recording):
     """(y0_bar (D, N, n), params_bar (D, N, n_own), shared_bar (D, R, n_shared)) for D
     cotangents ct (D, N, K) of the tangents the directional primitive has (_directional.py:
     the saves, then for a model with an event its state at the event's time held fixed) of
-    the solve ``primals`` describes."""
+    the solve ``primals`` describes. ``recording`` (N, row bytes): what the value's solve
+    recorded (``record``; possibly no bytes), swept back for one cotangent; several (jacrev)
+    solve forward again rather than copy the rows D times."""
     y0, params, shared, t_span, weights, tstops, first_step = primals
     d = ct.shape[0]
     n_traj, n = y0.shape
@@ -165,8 +255,11 @@ def adjoint_cotangents(problem, primals, ct):
     # (adjoint_lanes.hpp), and the backward sweeps too where they can (backward_lanes).
     build = _build_of(problem)
     progress = np.full((1,), -1, np.int32)
+    if d > 1:
+        recording = np.zeros((d * n_traj, 0), np.uint8)
     out = adjoint_p.bind(*tiled[:5], atol, *tiled[5:], progress,
-                         ct.reshape(d * n_traj, -1).astype(y0.dtype), build=build, options=o)
+                         ct.reshape(d * n_traj, -1).astype(y0.dtype), recording, build=build,
+                         options=o)
     y0_bar = out[6].reshape(d, n_traj, n)
     params_bar = out[7].reshape(d, n_traj, -1)
     shared_bar = out[8].reshape(d, shared.shape[0], -1)

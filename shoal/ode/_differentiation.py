@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.custom_derivatives import SymbolicZero
 
 from shoal.ode import _adjoint, _codegen, _mass, _primitive, _times
@@ -126,8 +127,8 @@ def _solve_ensemble_jvp(problem: EnsembleProblem, primals, tangents):
         return out, _zero_tangents(out)
     # Where reverse mode is to run the adjoint (_adjoint.py), the tangent is the directional
     # primitive, whose transpose is then the adjoint rather than a column per entry.
-    if (not _adjoint.chosen(problem, sum(widths), y0.shape[0]) and sum(widths) <= UNIT_COLUMNS
-            and unit_fits(problem, y0, widths)):
+    adjoint = _adjoint.chosen(problem, sum(widths), n_traj)
+    if not adjoint and sum(widths) <= UNIT_COLUMNS and unit_fits(problem, y0, widths):
         ys, S, stats, event_time, event_state = unit_sensitivities(problem, primals, widths,
                                                                    progress)
         per_trajectory = [dy0, dparams, dshared if not widths[2] else
@@ -145,13 +146,19 @@ def _solve_ensemble_jvp(problem: EnsembleProblem, primals, tangents):
                 _times.parameters(params, shared, n_traj),
                 _parameter_tangents(dparams, dshared, params, shared, n_traj), rate())
     else:
-        out = problem.run(*primals, progress=progress)
+        # The adjoint's own solve makes the value and records it to sweep back from.
+        recorded = _adjoint.record(problem, primals, progress) if adjoint else None
+        if recorded is None:
+            out = problem.run(*primals, progress=progress)
+            recording = np.zeros((n_traj, 0), np.uint8)
+        else:
+            out, recording = recorded
 
         def one_direction(d, like):  # a symbolic zero becomes zeros, not a column to integrate
             return (d.astype(like.dtype) if not isinstance(d, SymbolicZero)
                     else jnp.zeros_like(like))[None]
 
-        flat = directional(problem, given, (y0, params, shared[None], *primals[3:]),
+        flat = directional(problem, given, (y0, params, shared[None], *primals[3:], recording),
                            one_direction(dy0, y0), one_direction(dparams, params),
                            one_direction(dshared, shared)[:, None])[0]
         ys = out[0]

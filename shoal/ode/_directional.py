@@ -9,13 +9,14 @@ becomes more columns of the same solve.
 
 Reverse mode (grad, vjp, jacrev) transposes it: the transpose integrates one column per entry
 of the inputs being differentiated (S = ∂y/∂θ, ``sensitivity.hpp``) and contracts S with the
-cotangent, so no adjoint solve is needed; its cost grows with the number of differentiated
-entries, not of directions.
+cotangent; its cost grows with the number of differentiated entries, not of directions. Beyond
+a few dozen entries it runs the adjoint instead (``_adjoint.py``), from the recording the value's
+solve made where there is one (the ``recording`` operand).
 
 Operands (per call, leading batch dimensions folded in by the batching rule):
   y0 (N, n), params (N, n_own), shared (R, n_shared), t_span (R_t, n_save), weights (N, n),
-  tstops (R_s, k), first_step (N, 1), dy0 (M, N, n), dparams (M, N, n_own),
-  dshared (M, R, n_shared);
+  tstops (R_s, k), first_step (N, 1), recording (N, row bytes) uint8, dy0 (M, N, n),
+  dparams (M, N, n_own), dshared (M, R, n_shared);
 R, R_t and R_s divide N: rows of shared parameters, save times and stops serve consecutive
 trajectories. The result is (M, N, K): each trajectory's K = n_save · n_saved tangents of what
 its saves record (the state, or the model's save), flattened, followed for a model with an event
@@ -40,8 +41,10 @@ from shoal.ode._status import Status
 directional_p = Primitive("shoal_ode_directional")
 
 
-# The primal operands: (y0, params, shared, t_span, weights, tstops, first_step).
-N_PRIMALS = 7
+# The primal operands: (y0, params, shared, t_span, weights, tstops, first_step, recording);
+# recording (uint8, a row per trajectory, possibly empty) is what the value's solve recorded for
+# the adjoint to sweep back (_adjoint.record), only read by the transpose.
+N_PRIMALS = 8
 
 
 def directional(problem, given, primals, dy0, dparams, dshared):
@@ -59,10 +62,11 @@ def tangent_size(problem, n_save: int) -> int:
 
 
 @directional_p.def_abstract_eval
-def _abstract_eval(y0, params, shared, t_span, weights, tstops, first_step, dy0, dparams,
-                   dshared, *, problem, given):
+def _abstract_eval(y0, params, shared, t_span, weights, tstops, first_step, recording, dy0,
+                   dparams, dshared, *, problem, given):
     varying = varying_axes(
-        (y0, params, shared, t_span, weights, tstops, first_step, dy0, dparams, dshared))
+        (y0, params, shared, t_span, weights, tstops, first_step, recording, dy0, dparams,
+         dshared))
     # (M, N, K): the directions in front of the ensemble (no explicit sharding kept).
     shape = (dy0.shape[0], y0.shape[0], tangent_size(problem, t_span.shape[-1]))
     return result_aval(y0, shape, y0.dtype, varying, 0)
@@ -239,8 +243,8 @@ def _per_trajectory(dshared, n_traj: int):
     return jnp.repeat(dshared, n_traj // dshared.shape[1], axis=1)
 
 
-def _evaluate(y0, params, shared, t_span, weights, tstops, first_step, dy0, dparams, dshared, *,
-              problem, given):
+def _evaluate(y0, params, shared, t_span, weights, tstops, first_step, recording, dy0, dparams,
+              dshared, *, problem, given):
     m, n_traj, n = dy0.shape
     primals = (y0, params, shared, t_span, weights, tstops, first_step)
     widths = widths_of(given, y0, params, shared)
@@ -279,6 +283,12 @@ def _batch(args, dims, *, problem, given):
     def front(x, d):
         return jnp.broadcast_to(x, (size, *x.shape)) if d is None else jnp.moveaxis(x, d, 0)
 
+    if dims[N_PRIMALS - 1] is None and any(d is not None for d in dims[:N_PRIMALS]):
+        # One recording for a batch of problems would be copied for each: none instead (the
+        # transpose solves forward again).
+        args, dims = list(args), list(dims)
+        args[N_PRIMALS - 1] = np.zeros((size, args[N_PRIMALS - 1].shape[0], 0), np.uint8)
+        dims[N_PRIMALS - 1] = 0
     primals, tangents = args[:N_PRIMALS], args[N_PRIMALS:]
     if all(d is None for d in dims[:N_PRIMALS]):
         moved = [front(x, d) for x, d in zip(tangents, dims[N_PRIMALS:], strict=True)]
@@ -298,11 +308,12 @@ def _batch(args, dims, *, problem, given):
 batching.primitive_batchers[directional_p] = _batch
 
 
-def _transpose(ct, y0, params, shared, t_span, weights, tstops, first_step, dy0, dparams,
-               dshared, *, problem, given):
-    """Cotangents of the directions: S^T ct, with S integrated for the differentiated inputs."""
+def _transpose(ct, y0, params, shared, t_span, weights, tstops, first_step, recording, dy0,
+               dparams, dshared, *, problem, given):
+    """Cotangents of the directions: S^T ct, with S integrated for the differentiated inputs,
+    or by the adjoint (from the value's recording where there is one)."""
     primals = (y0, params, shared, t_span, weights, tstops, first_step)
-    for x in primals:
+    for x in (*primals, recording):
         if ad.is_undefined_primal(x):
             raise NotImplementedError("shoal.ode.solve: the tangent map is linear in the "
                                       "tangents only")
@@ -318,7 +329,7 @@ def _transpose(ct, y0, params, shared, t_span, weights, tstops, first_step, dy0,
         return [None] * N_PRIMALS + [jnp.zeros(a.shape, a.dtype) if w else None
                                      for a, w in zip(avals, wanted, strict=True)]
     if _adjoint.chosen(problem, entries, n_traj):
-        cotangents = _adjoint.adjoint_cotangents(problem, primals, ct)
+        cotangents = _adjoint.adjoint_cotangents(problem, primals, ct, recording)
         return [None] * N_PRIMALS + [c.astype(a.dtype) if w else None
                                      for c, a, w in zip(cotangents, avals, wanted, strict=True)]
     if unit_fits(problem, y0, widths):

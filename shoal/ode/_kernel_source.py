@@ -31,7 +31,9 @@ class Variant:
     the CPU, the SIMD lanes per worker (lanes_ensemble.hpp; 0: the host's vector width, 1: the
     scalar path); the GPU ignores it. adjoint: the entry is the discrete adjoint of the solve
     (adjoint.hpp; host only, a model with its vjps; a sparse pattern's transposed solves are
-    the sparse solver's own; with lanes its forward solve runs in them, adjoint_lanes.hpp).
+    the sparse solver's own; with lanes its forward solve runs in them, adjoint_lanes.hpp);
+    its library exports ``{entry}_record`` too, the value's solve saving each trajectory's
+    recording for the adjoint entry to sweep back (adjoint.hpp: RecordingRows).
     mass: a Rosenbrock method's constant mass matrix (M y' = f; mass.hpp).
     """
 
@@ -180,7 +182,7 @@ def library_source(model: _codegen.GeneratedModel, variant: Variant,
     if platform != "cpu":
         raise ValueError(f"no shoal ODE backend for platform {platform!r}")
     solver = f"shoal::ode::solve_range<{stepper_type}, ShoalSolvedModel, {ctype}>"
-    lane_exports = []
+    extra_exports = []
     lanes_stepper = None
     if variant.lanes != 1:
         width = str(variant.lanes) if variant.lanes else f"shoal::simd::native_lanes<{ctype}>()"
@@ -198,14 +200,22 @@ def library_source(model: _codegen.GeneratedModel, variant: Variant,
                         if variant.method.explicit else
                         ("rosenbrock_adjoint.hpp", "RosenbrockStepAdjoint"))
         lines.append(f'#include "shoal/ode/{header}"')
-        solver = (f"shoal::ode::adjoint_range<{stepper_type}, shoal::ode::{step}, "
-                  f"ShoalSolvedModel, {ctype}>")
+        drivers = f"<{stepper_type}, shoal::ode::{step}, ShoalSolvedModel, {ctype}>"
+        suffix = ""
         if lanes_stepper is not None:  # the forward solve in the lanes (adjoint_lanes.hpp)
             lines.append('#include "shoal/ode/adjoint_lanes.hpp"')
-            solver = (f"shoal::ode::adjoint_range_lanes<{stepper_type}, {lanes_stepper}, "
-                      f"shoal::ode::{step}, ShoalSolvedModel, {ctype}, ShoalLanes>")
+            drivers = (f"<{stepper_type}, {lanes_stepper}, shoal::ode::{step}, "
+                       f"ShoalSolvedModel, {ctype}, ShoalLanes>")
+            suffix = "_lanes"
+        solver = f"shoal::ode::adjoint_range{suffix}{drivers}"
+        # A gradient solves forward once: the value's solve (the _record entry) saves each
+        # trajectory's recording to its row of a.recording, the adjoint entry sweeps it back.
+        extra_exports = [
+            f"SHOAL_EXPORT void {variant.entry}_record(const ShoalEnsembleArgs* a, "
+            f"int64_t begin, int64_t end) {{\n"
+            f"  shoal::ode::record_range{suffix}{drivers}(*a, begin, end);\n}}"]
     elif lanes_stepper is not None:
-        lane_exports = [
+        extra_exports = [
             "// {lanes, vector step attempts, lane step attempts} so far (lanes_ensemble.hpp).",
             "SHOAL_EXPORT void shoal_lane_counts(int64_t* out) {",
             "  out[0] = ShoalLanes;",
@@ -221,7 +231,7 @@ def library_source(model: _codegen.GeneratedModel, variant: Variant,
         *prelude,
         *lines,
         _HOST_EXPORT,
-        *lane_exports,
+        *extra_exports,
         "SHOAL_EXPORT const char shoal_cache_key[] = SHOAL_CACHE_KEY;",
         "SHOAL_EXPORT int32_t shoal_abi_version() { return SHOAL_ODE_ABI_VERSION; }",
         "SHOAL_EXPORT void shoal_model_info(int32_t* n_vars, int32_t* n_params, int32_t* n_shared,",

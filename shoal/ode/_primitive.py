@@ -37,7 +37,8 @@ TARGET_CUDA = "shoal_ode_solve_cuda"
 
 # The CUDA handler is registered even where JAX has no GPU backend: XLA keeps registrations for
 # platforms it has not loaded, and nothing runs until a call is lowered for CUDA.
-_PLATFORM_OF = {TARGET_CPU: "cpu", TARGET_CUDA: "CUDA", "shoal_ode_adjoint_cpu": "cpu"}
+_PLATFORM_OF = {TARGET_CPU: "cpu", TARGET_CUDA: "CUDA", "shoal_ode_adjoint_cpu": "cpu",
+                "shoal_ode_record_cpu": "cpu"}
 for _name, _capsule in _ode_ext.registrations().items():
     jax.ffi.register_ffi_target(_name, _capsule, platform=_PLATFORM_OF[_name])
 

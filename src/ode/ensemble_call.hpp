@@ -73,13 +73,16 @@ auto bind_ensemble_solve(Binding binding) {
 }
 
 // The adjoint's handler (explicit_rk_adjoint.hpp): a solve's binding (bind_ensemble_solve) and
-// one more operand, the saves' cotangents ys_bar (like ys), and two more results, the
-// cotangents y0_bar (like y0) and p_bar (leading dimensions of y0, the model's n_params).
+// two more operands, the saves' cotangents ys_bar (like ys) and the rows of recordings of the
+// value's solve (uint8, a row per trajectory, or none: adjoint.hpp's RecordingRows), and three
+// more results, the cotangents of y0 (like y0), of each trajectory's own parameters and of each
+// row of shared ones.
 template <class SolveBinding>
 auto bind_ensemble_adjoint(SolveBinding binding) {
   using xla::ffi::AnyBuffer;
   return std::move(binding)
       .template Arg<AnyBuffer>()   // ys_bar
+      .template Arg<AnyBuffer>()   // recording
       .template Ret<AnyBuffer>()   // y0_bar
       .template Ret<AnyBuffer>()   // params_bar: each trajectory's own parameters'
       .template Ret<AnyBuffer>();  // shared_bar: each row of shared parameters', summed

@@ -20,6 +20,7 @@ NB_MODULE(_ode_ext, m) {
     d["shoal_ode_solve_cpu"] = nb::capsule(reinterpret_cast<void*>(&ShoalOdeSolveCpu));
     d["shoal_ode_solve_cuda"] = nb::capsule(reinterpret_cast<void*>(&ShoalOdeSolveCuda));
     d["shoal_ode_adjoint_cpu"] = nb::capsule(reinterpret_cast<void*>(&ShoalOdeAdjointCpu));
+    d["shoal_ode_record_cpu"] = nb::capsule(reinterpret_cast<void*>(&ShoalOdeRecordCpu));
     return d;
   });
   m.def(

@@ -126,10 +126,28 @@ void split_parameter_cotangents(const ShoalEnsembleArgs& a, T* params_bar, T* sh
   }
 }
 
+// The rows of recordings an adjoint library's _record entry writes and its adjoint entry reads
+// (RecordingRows, adjoint.hpp): uint8 (leading dimensions of y0, row bytes); none: 0 bytes.
+ffi::Error fill_recording_args(const ffi::AnyBuffer& rows, ShoalEnsembleArgs* a) {
+  const size_t bytes = rows.size_bytes();
+  if (rows.element_type() != ffi::DataType::U8 ||
+      (a->n_traj > 0 && bytes % static_cast<size_t>(a->n_traj) != 0)) {
+    return ffi::Error(ffi::ErrorCode::kInvalidArgument,
+                      "shoal.ode.solve adjoint: the recording rows must be uint8 with one row "
+                      "per trajectory");
+  }
+  if (bytes > 0) {
+    a->recording = rows.untyped_data();
+    a->recording_row_bytes = static_cast<int64_t>(bytes) / a->n_traj;
+  }
+  return ffi::Error::Success();
+}
+
 ffi::Error solve_impl(ffi::ThreadPool& pool, const EnsembleBuffers& buffers,
                       std::string_view model_path, std::string_view entry,
                       const ShoalSolveOptions& options, progress::Counter* counter,
-                      AdjointBuffers* adjoint = nullptr) {
+                      AdjointBuffers* adjoint = nullptr,
+                      const ffi::AnyBuffer* recording = nullptr) {
   LoadedModel model;
   std::string error;
   if (!load_model(std::string(model_path), std::string(entry), &model, &error)) {
@@ -142,6 +160,10 @@ ffi::Error solve_impl(ffi::ThreadPool& pool, const EnsembleBuffers& buffers,
   if (filled.failure()) return filled;
   if (adjoint != nullptr) {
     filled = fill_adjoint_args(buffers, *adjoint, &a);
+    if (filled.failure()) return filled;
+  }
+  if (recording != nullptr) {
+    filled = fill_recording_args(*recording, &a);
     if (filled.failure()) return filled;
   }
   const int64_t n_traj = a.n_traj;
@@ -217,7 +239,8 @@ ffi::Error adjoint(ffi::ThreadPool pool, ffi::AnyBuffer y0, ffi::AnyBuffer param
                    ffi::Result<ffi::AnyBuffer> accepted, ffi::Result<ffi::AnyBuffer> rejected,
                    ffi::Result<ffi::AnyBuffer> status, ffi::Result<ffi::AnyBuffer> event_time,
                    ffi::Result<ffi::AnyBuffer> event_state, ffi::AnyBuffer ys_bar,
-                   ffi::Result<ffi::AnyBuffer> y0_bar, ffi::Result<ffi::AnyBuffer> params_bar,
+                   ffi::AnyBuffer recording, ffi::Result<ffi::AnyBuffer> y0_bar,
+                   ffi::Result<ffi::AnyBuffer> params_bar,
                    ffi::Result<ffi::AnyBuffer> shared_bar) {
   return without_exceptions("shoal.ode.solve", [&] {
     progress::Counter* counter = nullptr;
@@ -227,7 +250,30 @@ ffi::Error adjoint(ffi::ThreadPool pool, ffi::AnyBuffer y0, ffi::AnyBuffer param
     return solve_impl(pool,
                       {y0, params, shared, t_span, weights, atol, tstops, first_step, ys, accepted,
                        rejected, status, event_time, event_state},
-                      model, entry, options, counter, &cotangents);
+                      model, entry, options, counter, &cotangents, &recording);
+  });
+}
+
+// The value's solve of a gradient by the adjoint (an adjoint library's _record entry): a solve's
+// results and each trajectory's recording in its row of `recording`.
+ffi::Error record(ffi::ThreadPool pool, ffi::AnyBuffer y0, ffi::AnyBuffer params,
+                  ffi::AnyBuffer shared, ffi::AnyBuffer t_span, ffi::AnyBuffer weights,
+                  ffi::AnyBuffer atol, ffi::AnyBuffer tstops, ffi::AnyBuffer first_step,
+                  ffi::AnyBuffer progress, std::string_view model, std::string_view entry,
+                  ShoalSolveOptions options, ffi::Result<ffi::AnyBuffer> ys,
+                  ffi::Result<ffi::AnyBuffer> accepted, ffi::Result<ffi::AnyBuffer> rejected,
+                  ffi::Result<ffi::AnyBuffer> status, ffi::Result<ffi::AnyBuffer> event_time,
+                  ffi::Result<ffi::AnyBuffer> event_state,
+                  ffi::Result<ffi::AnyBuffer> recording) {
+  return without_exceptions("shoal.ode.solve", [&] {
+    progress::Counter* counter = nullptr;
+    ffi::Error slot = progress_counter(progress, &counter);
+    if (slot.failure()) return slot;
+    const ffi::AnyBuffer rows = *recording;
+    return solve_impl(pool,
+                      {y0, params, shared, t_span, weights, atol, tstops, first_step, ys, accepted,
+                       rejected, status, event_time, event_state},
+                      model, entry, options, counter, nullptr, &rows);
   });
 }
 
@@ -236,6 +282,9 @@ ffi::Error adjoint(ffi::ThreadPool pool, ffi::AnyBuffer y0, ffi::AnyBuffer param
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(ShoalOdeSolveCpu, shoal::solve,
                               shoal::bind_ensemble_solve(ffi::Ffi::Bind().Ctx<ffi::ThreadPool>()));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(ShoalOdeRecordCpu, shoal::record,
+                              shoal::bind_ensemble_solve(ffi::Ffi::Bind().Ctx<ffi::ThreadPool>())
+                                  .Ret<ffi::AnyBuffer>());  // the rows of recordings
 XLA_FFI_DEFINE_HANDLER_SYMBOL(ShoalOdeAdjointCpu, shoal::adjoint,
                               shoal::bind_ensemble_adjoint(shoal::bind_ensemble_solve(
                                   ffi::Ffi::Bind().Ctx<ffi::ThreadPool>())));

@@ -27,7 +27,7 @@ static_assert(offsetof(ShoalEnsembleArgs, y0) == 24, "ShoalEnsembleArgs layout: 
 static_assert(offsetof(ShoalEnsembleArgs, options) == 96, "ShoalEnsembleArgs layout");
 static_assert(offsetof(ShoalEnsembleArgs, n_vars) == 96 + sizeof(ShoalSolveOptions),
               "ShoalEnsembleArgs layout");
-static_assert(sizeof(ShoalEnsembleArgs) == 208 + sizeof(ShoalSolveOptions),
+static_assert(sizeof(ShoalEnsembleArgs) == 224 + sizeof(ShoalSolveOptions),
               "ShoalEnsembleArgs layout");
 
 ffi::Error solve(cuda::CUstream stream, ffi::AnyBuffer y0, ffi::AnyBuffer params,

@@ -279,7 +279,7 @@ def test_ensemble_args_layout_on_the_device_matches_the_host():
     # whose member types have the same sizes has the same offsets.
     source = "\n".join([
         '#include "shoal/ode/ensemble.hpp"',
-        "static_assert(sizeof(ShoalEnsembleArgs) == 208 + sizeof(ShoalSolveOptions), \"size\");",
+        "static_assert(sizeof(ShoalEnsembleArgs) == 224 + sizeof(ShoalSolveOptions), \"size\");",
         "static_assert(shoal::ode::solve_options_layout() >= 0, \"constexpr on the device\");",
         "static_assert(sizeof(int64_t) == 8 && sizeof(int32_t) == 4, \"integers\");",
         "static_assert(sizeof(void*) == 8 && sizeof(double) == 8, \"pointers, doubles\");",

@@ -39,6 +39,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "shoal/config.hpp"
@@ -248,6 +249,70 @@ struct Adjoint {
   }
   bool all_seen() const { return seen; }
 
+  // The recording as one row of bytes, so that it can travel from the value's solve to the
+  // backward sweep in a buffer instead of being made again by a second forward solve
+  // (record_range): a header, then the records, the stage records and the jump flags.
+  // save_recording writes it where it fits in `capacity` bytes (else only a header marking the
+  // row incomplete) and says whether it did; load_recording takes back a complete row and says
+  // whether there was one. The backward sweep of a loaded recording is the original's, bit for
+  // bit (tests/cpp/test_recording_row.cc).
+  struct RowHeader {
+    uint64_t magic;     // kRowMagic for a complete row
+    uint64_t identity;  // of the trajectory recorded (recording_identity)
+    uint64_t n_records, n_stage_numbers, n_jumps;
+    int32_t status;     // of its forward solve
+    uint32_t flags;     // 1: the event is terminal, 2: every jump was seen
+    double event_time;  // where its event was found (NaN: not found, or no event)
+  };
+  static constexpr uint64_t kRowMagic = 0x73686f616c726563ull;  // "shoalrec"
+
+  static size_t row_bytes(size_t n_records, size_t n_stage_numbers, size_t n_jumps) {
+    return sizeof(RowHeader) + (n_records + n_stage_numbers) * sizeof(T) + n_jumps;
+  }
+  // The event's time (for the sweep: begin_backward) travels with it where the solve wrote one.
+  bool save_recording(unsigned char* row, size_t capacity, Status status, uint64_t identity,
+                      const T* event_time = nullptr) const {
+    RowHeader h{0,
+                identity,
+                records.size(),
+                stage_records.size(),
+                is_jump.size(),
+                static_cast<int32_t>(status),
+                (opt_terminal ? 1u : 0u) | (seen ? 2u : 0u),
+                event_time != nullptr ? double(*event_time) : __builtin_nan("")};
+    if (capacity < sizeof(RowHeader)) return false;
+    const bool fits = row_bytes(h.n_records, h.n_stage_numbers, h.n_jumps) <= capacity;
+    if (fits) {
+      unsigned char* at = row + sizeof(RowHeader);
+      at = copy_out(records.data(), h.n_records * sizeof(T), at);
+      at = copy_out(stage_records.data(), h.n_stage_numbers * sizeof(T), at);
+      copy_out(is_jump.data(), h.n_jumps, at);
+      h.magic = kRowMagic;
+    }
+    __builtin_memcpy(row, &h, sizeof h);
+    return fits;
+  }
+  bool load_recording(const unsigned char* row, size_t capacity, uint64_t identity,
+                      Status* status, T* event_time = nullptr) {
+    if (capacity < sizeof(RowHeader)) return false;
+    RowHeader h;
+    __builtin_memcpy(&h, row, sizeof h);
+    if (h.magic != kRowMagic || h.identity != identity ||
+        row_bytes(h.n_records, h.n_stage_numbers, h.n_jumps) > capacity ||
+        h.n_records % stride != 0 || h.n_records / stride != h.n_jumps) {
+      return false;
+    }
+    const unsigned char* at = row + sizeof(RowHeader);
+    at = copy_in(at, h.n_records, records);
+    at = copy_in(at, h.n_stage_numbers, stage_records);
+    copy_in(at, h.n_jumps, is_jump);
+    opt_terminal = (h.flags & 1u) != 0;
+    seen = (h.flags & 2u) != 0;
+    *status = static_cast<Status>(h.status);
+    if (event_time != nullptr) *event_time = static_cast<T>(h.event_time);
+    return true;
+  }
+
   // Steps 2 and 3: ȳ0 (n) and p̄ (n_params) from the saves' cotangents ys_bar (n_save, n_saved)
   // and, for a model with an event, event_bar (n): that of the state at the event's time held
   // fixed (the time's own part is the implicit-function rule's, in Python: _events.py).
@@ -388,6 +453,25 @@ struct Adjoint {
   }
 
  private:
+  static unsigned char* copy_out(const void* from, size_t bytes, unsigned char* to) {
+    if (bytes > 0) __builtin_memcpy(to, from, bytes);
+    return to + bytes;
+  }
+  // `count` numbers into `to`, without first filling it with zeros where they are aligned (as
+  // in rows whose size is a multiple of 64 bytes).
+  template <class U>
+  static const unsigned char* copy_in(const unsigned char* from, size_t count,
+                                      std::vector<U>& to) {
+    if (reinterpret_cast<uintptr_t>(from) % alignof(U) == 0) {
+      const U* first = reinterpret_cast<const U*>(from);
+      to.assign(first, first + count);
+    } else {
+      to.resize(count);
+      if (count > 0) __builtin_memcpy(to.data(), from, count * sizeof(U));
+    }
+    return from + count * sizeof(U);
+  }
+
   // Where the backward sweep is (begin_backward … end_backward).
   struct Sweep {
     Trajectory<T> tr;
@@ -456,31 +540,154 @@ void write_cotangents(const ShoalEnsembleArgs& a, int64_t m, const Trajectory<T>
   }
 }
 
-// Trajectories [begin, end) of `a` and those claimed from its work queue: each one's forward
-// solve (ys, statistics, status as a plain solve writes them) and its cotangents
-// y0_bar (n_traj, n) and p_bar (n_traj, n_params) from ys_bar (n_traj, n_save, n_saved).
+// The recordings of an ensemble's trajectories as rows of bytes (trajectory m's at bytes + m *
+// row_bytes), so that the value's solve (record_range) hands them to the backward sweeps
+// (adjoint_range) and the gradient solves forward once: `a.recording`, or none (null).
+struct RecordingRows {
+  unsigned char* bytes;
+  int64_t row_bytes;
+  static RecordingRows of(const ShoalEnsembleArgs& a) {
+    return {static_cast<unsigned char*>(a.recording), a.recording_row_bytes};
+  }
+  unsigned char* row(int64_t m) const { return bytes + m * row_bytes; }
+  size_t capacity() const { return static_cast<size_t>(row_bytes); }
+};
+
+// What a row's recording must have been made from, so that a row never serves another
+// trajectory: a hash of the bits of trajectory m's y0, own parameters, row of shared ones, save
+// times and stops. The rows that groups of trajectories share are hashed once per row a worker
+// meets, not per trajectory: a neural network's thousands of shared weights would otherwise cost
+// more to hash than its trajectory to solve. One per worker and call (the buffers do not change
+// during a call).
+template <class Model, class T>
+class RecordingIdentity {
+ public:
+  uint64_t operator()(const ShoalEnsembleArgs& a, int64_t m, const Trajectory<T>& tr) {
+    constexpr int n_shared = n_shared_params<Model>();
+    uint64_t h = words(tr.y0, Model::n_vars, kBasis);
+    h = words(own_params_of<Model, T>(a, m), Model::n_params - n_shared, h);
+    if constexpr (n_shared > 0) {
+      h = mix(h, shared_.of(shared_params_row<Model, T>(a, shared_row_of(a, m)), n_shared));
+    }
+    h = mix(h, t_span_.of(tr.t_span, tr.n_save));
+    return mix(h, tstops_.of(tr.tstops, tr.n_tstops));
+  }
+
+ private:
+  static constexpr uint64_t kBasis = 14695981039346656037ull, kPrime = 1099511628211ull;
+  // FNV-1a over whole words (each number's bits) rather than bytes.
+  static uint64_t words(const T* x, int64_t count, uint64_t h) {
+    using Bits = std::conditional_t<sizeof(T) == 8, uint64_t, uint32_t>;
+    for (int64_t i = 0; i < count; ++i) {
+      Bits bits;
+      __builtin_memcpy(&bits, x + i, sizeof bits);
+      h = (h ^ bits) * kPrime;
+    }
+    return h;
+  }
+  static uint64_t mix(uint64_t h, uint64_t part) { return (h ^ part) * kPrime; }
+  // The hash of the row last met at `at`.
+  struct Cached {
+    const T* at = nullptr;
+    int64_t count = -1;
+    uint64_t hash = 0;
+    uint64_t of(const T* row, int64_t n) {
+      if (row != at || n != count) {
+        at = row;
+        count = n;
+        hash = words(row, n, kBasis);
+      }
+      return hash;
+    }
+  };
+  Cached shared_, t_span_, tstops_;
+};
+
+// Where trajectory tr's event time is written, or null (a model without an event).
+template <class Model, class T>
+T* event_time_of(const Trajectory<T>& tr) {
+  if constexpr (has_event<Model>()) {
+    return tr.event_time;
+  } else {
+    return nullptr;
+  }
+}
+
+// Trajectory m's recording loaded into `adjoint` from its row of `a.recording`, with the status
+// of its forward solve; false where there is none, the row is incomplete (it did not fit) or
+// another trajectory's. A trajectory loaded has no saves, event state or step counts written:
+// only its status and its event's time (and its cotangents, by the caller).
+template <class Model, class A, class T>
+bool load_row(const ShoalEnsembleArgs& a, int64_t m, const Trajectory<T>& tr, A& adjoint,
+              RecordingIdentity<Model, T>& identity, Status* status) {
+  const RecordingRows rows = RecordingRows::of(a);
+  if (rows.bytes == nullptr ||
+      !adjoint.load_recording(rows.row(m), rows.capacity(), identity(a, m, tr), status,
+                              event_time_of<Model>(tr))) {
+    return false;
+  }
+  a.status[m] = *status;
+  a.accepted[m] = 0;
+  a.rejected[m] = 0;
+  return true;
+}
+
+// Trajectories [begin, end) of `a` and those claimed from its work queue: each one's recording,
+// by its forward solve (ys, statistics, status as a plain solve writes them) or, unless
+// `record`, from its row of `a.recording` where that holds it (load_row); then its backward
+// sweep (its cotangents) or, with `record`, its row.
 template <template <class, class> class Stepper,
           template <template <class, class> class, class, class> class StepAdjoint, class Model,
           class T>
-void adjoint_range(const ShoalEnsembleArgs& a, int64_t begin, int64_t end) {
+void adjoint_or_record_range(const ShoalEnsembleArgs& a, int64_t begin, int64_t end,
+                             bool record) {
   constexpr int n_params = Model::n_params;
   const auto opt = IntegrateOptions<T>::from(a.options);
+  const RecordingRows rows = RecordingRows::of(a);
   Adjoint<Stepper, StepAdjoint, Model, T> adjoint;
+  RecordingIdentity<Model, T> identity;
   do {
     for (int64_t m = begin; m < end; ++m) {
       T p[n_params > 0 ? n_params : 1];
       Trajectory<T> tr = trajectory_of<Model, T>(a, m);
       tr.p = params_of<Model>(a, m, p);
-      IntegrateStats stats;
       Status status;
-      adjoint.forward(tr, opt, &stats, &status);
-      a.status[m] = status;
-      a.accepted[m] = stats.accepted;
-      a.rejected[m] = stats.rejected;
-      write_cotangents(a, m, tr, status, adjoint);
+      if (record || !load_row<Model>(a, m, tr, adjoint, identity, &status)) {
+        IntegrateStats stats;
+        adjoint.forward(tr, opt, &stats, &status);
+        a.status[m] = status;
+        a.accepted[m] = stats.accepted;
+        a.rejected[m] = stats.rejected;
+      }
+      if (record) {
+        adjoint.save_recording(rows.row(m), rows.capacity(), status, identity(a, m, tr),
+                               event_time_of<Model>(tr));
+      } else {
+        write_cotangents(a, m, tr, status, adjoint);
+      }
     }
     count_done(a, end - begin);
   } while (claim(a, &begin, &end));
+}
+
+// The cotangents y0_bar (n_traj, n) and p_bar (n_traj, n_params) of `a` from ys_bar (n_traj,
+// n_save, n_saved): each trajectory's backward sweep from the value's recording where its row
+// of a.recording holds it, else after solving it forward again.
+template <template <class, class> class Stepper,
+          template <template <class, class> class, class, class> class StepAdjoint, class Model,
+          class T>
+void adjoint_range(const ShoalEnsembleArgs& a, int64_t begin, int64_t end) {
+  adjoint_or_record_range<Stepper, StepAdjoint, Model, T>(a, begin, end, false);
+}
+
+// The value's solve of a gradient by the adjoint: the plain solve's outputs, and each
+// trajectory's recording saved to its row of a.recording (marked incomplete where it does not
+// fit) for adjoint_range to sweep back from.
+template <template <class, class> class Stepper,
+          template <template <class, class> class, class, class> class StepAdjoint, class Model,
+          class T>
+void record_range(const ShoalEnsembleArgs& a, int64_t begin, int64_t end) {
+  adjoint_or_record_range<Stepper, StepAdjoint, Model, T>(a, begin, end, true);
 }
 
 }  // namespace ode

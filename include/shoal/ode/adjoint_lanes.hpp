@@ -25,7 +25,7 @@ template <template <class, class> class Stepper, template <class, class> class L
 struct AdjointLanes {
   static constexpr bool batched =
       backward_in_lanes<Adjoint<Stepper, StepAdjoint, Model, T>>();
-  static constexpr int n_adjoints = batched ? 2 * W : W;
+  static constexpr int n_adjoints = batched ? 2 * W : W + 1;
   using A = Adjoint<Stepper, StepAdjoint, Model, T, kStageBudgetBytes / n_adjoints>;
   const ShoalEnsembleArgs& a;
   const IntegrateOptions<T> opt;
@@ -41,13 +41,39 @@ struct AdjointLanes {
   int n_spare = 0;
   std::unique_ptr<BackwardLanes<A, LanesStepper, T, W>> backward;
 
-  explicit AdjointLanes(const ShoalEnsembleArgs& args)
-      : a(args), opt(IntegrateOptions<T>::from(args.options)) {
+  // `record`: each finished trajectory's recording goes to its row of `a.recording`
+  // (record_range_lanes) instead of its backward sweep. Otherwise a trajectory whose row holds
+  // its recording is swept from it (skip) instead of solved forward.
+  const bool record;
+  // Where a row is loaded that no lane or parked sweep uses.
+  A* loader = nullptr;
+  RecordingIdentity<Model, T> identity;
+
+  AdjointLanes(const ShoalEnsembleArgs& args, bool record_rows)
+      : a(args), opt(IntegrateOptions<T>::from(args.options)), record(record_rows) {
     for (int l = 0; l < W; ++l) lanes[l] = &adjoints[l];
     if constexpr (batched) {
       for (int l = 0; l < W; ++l) spare[n_spare++] = &adjoints[W + l];
       backward.reset(new BackwardLanes<A, LanesStepper, T, W>());
+    } else {
+      loader = &adjoints[W];
     }
+  }
+
+  // Trajectory m's backward sweep from its recording in a.recording, where the row holds it
+  // (then the lanes do not solve it); false where the lanes are to.
+  bool skip(int64_t m) {
+    if (record || a.recording == nullptr) return false;
+    T p[Model::n_params > 0 ? Model::n_params : 1];
+    Trajectory<T> tr = trajectory_of<Model, T>(a, m);
+    tr.p = params_of<Model>(a, m, p);
+    // A spare adjoint: one is free whenever fewer than W sweeps are parked, as between calls.
+    A* recorder = batched ? spare[n_spare - 1] : loader;
+    Status status;
+    if (!load_row<Model>(a, m, tr, *recorder, identity, &status)) return false;
+    if (batched && differentiable(status, *recorder)) --n_spare;  // it is parked
+    settle(*recorder, m, tr, status);
+    return true;
   }
 
   template <class Run>
@@ -68,19 +94,15 @@ struct AdjointLanes {
   }
   template <class Run>
   void finish(int l, int64_t m, const Run& run, Status status) {
-    A& adjoint = *lanes[l];
-    if (!batched || !differentiable(status, adjoint)) {
-      write_cotangents(a, m, run.tr, status, adjoint);
+    if (record) {
+      const RecordingRows rows = RecordingRows::of(a);
+      lanes[l]->save_recording(rows.row(m), rows.capacity(), status, identity(a, m, run.tr),
+                               event_time_of<Model>(run.tr));
       return;
     }
-    // Parked with a copy of its parameters (the lane's is the next trajectory's).
-    adjoint.vjps.begin(run.tr.p);
-    parked_tr[n_parked] = run.tr;
-    parked_tr[n_parked].p = adjoint.vjps.q.data();
-    parked_m[n_parked] = m;
-    parked[n_parked++] = &adjoint;
-    lanes[l] = spare[--n_spare];
-    if (n_parked == W) sweep_parked();
+    A* done = lanes[l];
+    if (batched && differentiable(status, *done)) lanes[l] = spare[--n_spare];  // it is parked
+    settle(*done, m, run.tr, status);
   }
   // After the last trajectory: the sweeps still waiting.
   void end() {
@@ -88,6 +110,20 @@ struct AdjointLanes {
   }
 
  private:
+  // Its backward sweep at once, or parked (with a copy of its parameters: the lane's are the
+  // next trajectory's) until W are waiting.
+  void settle(A& adjoint, int64_t m, const Trajectory<T>& tr, Status status) {
+    if (!batched || !differentiable(status, adjoint)) {
+      write_cotangents(a, m, tr, status, adjoint);
+      return;
+    }
+    adjoint.vjps.begin(tr.p);
+    parked_tr[n_parked] = tr;
+    parked_tr[n_parked].p = adjoint.vjps.q.data();
+    parked_m[n_parked] = m;
+    parked[n_parked++] = &adjoint;
+    if (n_parked == W) sweep_parked();
+  }
   void sweep_parked() {
     if constexpr (batched) backward->run(a, parked, parked_tr, parked_m, n_parked);
     for (int k = 0; k < n_parked; ++k) spare[n_spare++] = parked[k];
@@ -95,14 +131,28 @@ struct AdjointLanes {
   }
 };
 
-// adjoint_range over SIMD lanes of width W: the same outputs, the same bits.
+// record_range in SIMD lanes: adjoint_range_lanes' forward solve, each finished trajectory's
+// recording saved to its row of a.recording instead of swept backward. The same instantiation of
+// solve_range_lanes as adjoint_range_lanes (whether it records is a run-time argument of
+// AdjointLanes), so an adjoint library exporting both compiles the lanes solver once.
+template <template <class, class> class ScalarStepper, template <class, class> class LanesStepper,
+          template <template <class, class> class, class, class> class StepAdjoint, class Model,
+          class T, int W>
+void record_range_lanes(const ShoalEnsembleArgs& a, int64_t begin, int64_t end) {
+  solve_range_lanes<ScalarStepper, LanesStepper, Model, T, W,
+                    AdjointLanes<ScalarStepper, LanesStepper, StepAdjoint, Model, T, W>>(
+      a, begin, end, true);
+}
+
+// adjoint_range over SIMD lanes of width W: the same outputs, the same bits; a trajectory whose
+// row of a.recording holds its recording is swept from it, not solved again (AdjointLanes::skip).
 template <template <class, class> class ScalarStepper, template <class, class> class LanesStepper,
           template <template <class, class> class, class, class> class StepAdjoint, class Model,
           class T, int W>
 void adjoint_range_lanes(const ShoalEnsembleArgs& a, int64_t begin, int64_t end) {
   solve_range_lanes<ScalarStepper, LanesStepper, Model, T, W,
-                    AdjointLanes<ScalarStepper, LanesStepper, StepAdjoint, Model, T, W>>(a, begin,
-                                                                                       end);
+                    AdjointLanes<ScalarStepper, LanesStepper, StepAdjoint, Model, T, W>>(
+      a, begin, end, false);
 }
 
 }  // namespace ode

@@ -14,7 +14,7 @@
 // The ensemble ABI: the host refuses a library built against a different layout instead of
 // reading garbage. Bump SHOAL_ODE_ABI_BASE whenever ShoalEnsembleArgs (outside its options) or the
 // exported entry signatures change; the options' layout is folded in by itself.
-#define SHOAL_ODE_ABI_BASE 8
+#define SHOAL_ODE_ABI_BASE 9
 #define SHOAL_ODE_ABI_VERSION \
   (static_cast<int32_t>(SHOAL_ODE_ABI_BASE << 24) | ::shoal::ode::solve_options_layout())
 
@@ -43,6 +43,9 @@ extern "C" {
 //   ys_bar, y0_bar, p_bar   only for an adjoint entry (explicit_rk_adjoint.hpp), else null: the
 //            saves' cotangents (n_traj, n_save, n_vars) in, the cotangents of y0 (n_traj, n_vars)
 //            and of each trajectory's whole p (n_traj, n_params: own, then shared) out
+//   recording, recording_row_bytes   an adjoint library's rows of recordings (adjoint.hpp:
+//            RecordingRows), or null and 0: (n_traj, recording_row_bytes) bytes, written by its
+//            _record entry (the value's solve) and read by its adjoint entry (the backward sweeps)
 //
 // The work queue is shared by the host's worker threads: each claims `chunk` trajectories at a
 // time from `next` (an atomic fetch-add) until n_traj, and counts every finished trajectory in
@@ -85,6 +88,8 @@ typedef struct ShoalEnsembleArgs {
   const void* ys_bar;
   void* y0_bar;
   void* p_bar;
+  void* recording;
+  int64_t recording_row_bytes;
 } ShoalEnsembleArgs;
 
 }  // extern "C"

@@ -97,6 +97,8 @@ __attribute__((noinline)) void lanes_other_roots(const PidController<T>& ctrl, c
 // forward solve through one: adjoint_lanes.hpp). This one does nothing.
 struct NoLaneObserver {
   explicit NoLaneObserver(const ShoalEnsembleArgs&) {}
+  // Whether trajectory m is done without the lanes (its outputs the observer's).
+  bool skip(int64_t) { return false; }
   template <class Run>
   void begin(int, const Run&) {}
   template <class Run>
@@ -112,8 +114,9 @@ struct NoLaneObserver {
 };
 
 template <template <class, class> class ScalarStepper, template <class, class> class LanesStepper,
-          class Model, class T, int W, class Observer = NoLaneObserver>
-void solve_range_lanes(const ShoalEnsembleArgs& a, int64_t begin, int64_t end) {
+          class Model, class T, int W, class Observer = NoLaneObserver, class... ObserverArgs>
+void solve_range_lanes(const ShoalEnsembleArgs& a, int64_t begin, int64_t end,
+                       const ObserverArgs&... observer_args) {
   using L = simd::Lanes<T, W>;
   using Run = Integration<ScalarStepper, Model, T>;
   using Scalar = ScalarStepper<Model, T>;
@@ -157,7 +160,7 @@ void solve_range_lanes(const ShoalEnsembleArgs& a, int64_t begin, int64_t end) {
   constexpr int n_state = state_vars<Model>();
   int64_t next = begin, last = end;
 
-  Observer observer(a);
+  Observer observer(a, observer_args...);
   auto view = [&](int l) { return View{&stepper, &scratch, &scratch_lane, l}; };
   auto finish = [&](int l) {
     Slot& s = slots[l];
@@ -193,6 +196,10 @@ void solve_range_lanes(const ShoalEnsembleArgs& a, int64_t begin, int64_t end) {
     for (;;) {
       if (next >= last && !claim(a, &next, &last)) return false;
       const int64_t m = next++;
+      if (observer.skip(m)) {
+        count_done(a, 1);
+        continue;
+      }
       Trajectory<T> tr = trajectory_of<Model, T>(a, m);
       // The lane keeps its own copy of p (the vector stepper's p holds it in lane l): its own
       // parameters, and the shared ones only when its row of them changes (a neural network's
