@@ -9,9 +9,10 @@ becomes more columns of the same solve.
 
 Reverse mode (grad, vjp, jacrev) transposes it: the transpose integrates one column per entry
 of the inputs being differentiated (S = ∂y/∂θ, ``sensitivity.hpp``) and contracts S with the
-cotangent; its cost grows with the number of differentiated entries, not of directions. Beyond
-a few dozen entries it runs the adjoint instead (``_adjoint.py``), from the recording the value's
-solve made where there is one (the ``recording`` operand).
+cotangent; its cost grows with the number of differentiated entries, not of directions. Where
+``_adjoint.chosen`` says so (``adjoint=True``, or ``"auto"`` beyond the measured crossover) it
+runs the adjoint instead, from the recording the value's solve made where there is one (the
+``recording`` operand).
 
 Operands (per call, leading batch dimensions folded in by the batching rule):
   y0 (N, n), params (N, n_own), shared (R, n_shared), t_span (R_t, n_save), weights (N, n),
