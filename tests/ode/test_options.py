@@ -107,4 +107,4 @@ def test_abi_version_folds_in_the_option_fields():
     for byte in spelling.encode():
         h = ((h ^ byte) * 16777619) % 2**32
     assert _ode_ext.abi_version & 0xFFFFFF == h & 0xFFFFFF
-    assert _ode_ext.abi_version >> 24 == 8
+    assert _ode_ext.abi_version >> 24 == 9
