@@ -163,6 +163,15 @@ struct Adjoint {
   bool opt_terminal = true;  // whether the model's event ends the trajectory
   std::vector<unsigned char> is_jump;
   std::vector<T> stage_records;  // Step::recorded numbers for each of the first accepted steps
+  // What the backward sweep reads: the three vectors above, or a row's numbers where they lie
+  // (load_recording), which must then outlive the sweep.
+  struct Recorded {
+    const T* records = nullptr;
+    const T* stages = nullptr;
+    const unsigned char* is_jump = nullptr;
+    size_t n_stage_numbers = 0, n_jumps = 0;
+  } recorded;
+  bool in_row = false;  // whether `recorded` is a row's
   ModelVjps<Model, T> vjps;
   Step step;
   T lambda[n];
@@ -205,6 +214,7 @@ struct Adjoint {
     records.clear();
     is_jump.clear();
     stage_records.clear();
+    in_row = false;
     recording = Step::recorded > 0;
     opt_terminal = opt.event_terminal;
     for (int i = 0; i < n; ++i) before[i] = run.y[i];
@@ -302,10 +312,21 @@ struct Adjoint {
         h.n_records % stride != 0 || h.n_records / stride != h.n_jumps) {
       return false;
     }
+    // Read where they lie when aligned (a row of a size that is a multiple of 64 bytes, as the
+    // host gives), else copied.
     const unsigned char* at = row + sizeof(RowHeader);
-    at = copy_in(at, h.n_records, records);
-    at = copy_in(at, h.n_stage_numbers, stage_records);
-    copy_in(at, h.n_jumps, is_jump);
+    const unsigned char* stages = at + h.n_records * sizeof(T);
+    const unsigned char* jumps = stages + h.n_stage_numbers * sizeof(T);
+    in_row = reinterpret_cast<uintptr_t>(at) % alignof(T) == 0 &&
+             reinterpret_cast<uintptr_t>(stages) % alignof(T) == 0;
+    if (in_row) {
+      recorded = {reinterpret_cast<const T*>(at), reinterpret_cast<const T*>(stages), jumps,
+                  h.n_stage_numbers, h.n_jumps};
+    } else {
+      copy_in(at, h.n_records, records);
+      copy_in(stages, h.n_stage_numbers, stage_records);
+      copy_in(jumps, h.n_jumps, is_jump);
+    }
     opt_terminal = (h.flags & 1u) != 0;
     seen = (h.flags & 2u) != 0;
     *status = static_cast<Status>(h.status);
@@ -329,6 +350,10 @@ struct Adjoint {
   // prepare, prepared: a step's bookkeeping up to its transpose) the caller transposes `step`
   // into `lambda`, then end_backward (ȳ0; p̄ is what the vjps accumulated).
   void begin_backward(const Trajectory<T>& tr, const T* ys_bar, const T* event_bar) {
+    if (!in_row) {
+      recorded = {records.data(), stage_records.data(), is_jump.data(), stage_records.size(),
+                  is_jump.size()};
+    }
     sweep.tr = tr;
     sweep.ys_bar = ys_bar;
     sweep.event_bar = event_bar;
@@ -347,10 +372,11 @@ struct Adjoint {
     }
     sweep.event_pending = sweep.t_event < T(1) / T(0);
     sweep.step_number = 0;  // of the record r among the accepted steps
-    for (unsigned char jump : is_jump) sweep.step_number += jump ? 0 : 1;
-    sweep.with_stages =
-        Step::recorded > 0 ? static_cast<int64_t>(stage_records.size()) / Step::recorded : 0;
-    sweep.r = static_cast<int64_t>(is_jump.size());
+    for (size_t r = 0; r < recorded.n_jumps; ++r) sweep.step_number += recorded.is_jump[r] ? 0 : 1;
+    sweep.with_stages = Step::recorded > 0
+                            ? static_cast<int64_t>(recorded.n_stage_numbers) / Step::recorded
+                            : 0;
+    sweep.r = static_cast<int64_t>(recorded.n_jumps);
   }
 
   // An accepted step to evaluate again: its start state, time and size, whether its dense output
@@ -370,10 +396,10 @@ struct Adjoint {
     int& j = sweep.j;
     while (sweep.r > 0) {
       const int64_t r = --sweep.r;
-      const T* rec = records.data() + r * stride;
+      const T* rec = recorded.records + r * stride;
       const T t = rec[0], h = rec[1], end = rec[2];
       const T* y = rec + 3;
-      if (is_jump[r]) {
+      if (recorded.is_jump[r]) {
         // Saves after the stop recorded the jumped state; those at it, the state before.
         if (j >= 1 && tr.t_span[j] > t) {
           T y_after[n];
@@ -394,7 +420,7 @@ struct Adjoint {
       const int64_t number = --sweep.step_number;
       sweep.at = {t, h, inside, before, event_here, event_inside};
       *out = {y, t, h, inside > before || event_inside,
-              number < sweep.with_stages ? stage_records.data() + number * Step::recorded
+              number < sweep.with_stages ? recorded.stages + number * Step::recorded
                                          : nullptr};
       return true;
     }
@@ -457,19 +483,10 @@ struct Adjoint {
     if (bytes > 0) __builtin_memcpy(to, from, bytes);
     return to + bytes;
   }
-  // `count` numbers into `to`, without first filling it with zeros where they are aligned (as
-  // in rows whose size is a multiple of 64 bytes).
   template <class U>
-  static const unsigned char* copy_in(const unsigned char* from, size_t count,
-                                      std::vector<U>& to) {
-    if (reinterpret_cast<uintptr_t>(from) % alignof(U) == 0) {
-      const U* first = reinterpret_cast<const U*>(from);
-      to.assign(first, first + count);
-    } else {
-      to.resize(count);
-      if (count > 0) __builtin_memcpy(to.data(), from, count * sizeof(U));
-    }
-    return from + count * sizeof(U);
+  static void copy_in(const unsigned char* from, size_t count, std::vector<U>& to) {
+    to.resize(count);
+    if (count > 0) __builtin_memcpy(to.data(), from, count * sizeof(U));
   }
 
   // Where the backward sweep is (begin_backward … end_backward).
