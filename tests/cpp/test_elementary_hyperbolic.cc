@@ -43,7 +43,7 @@ void check(const char* name, F f, R ref, double bound, double top) {
 TEST(ElementaryHyperbolic, DoubleWithinBound) {
   check("sinh", sinh_d, sinh_ref, 0.6, 710.6);
   check("cosh", cosh_d, cosh_ref, 0.6, 710.6);
-  check("tanh", tanh_d, tanh_ref, 0.62, 25);  // measured 0.586 (x = 0.17348, k = 1)
+  check("tanh", tanh_d, tanh_ref, 0.65, 25);  // measured 0.613 (x = 0.52058, the exponential side)
 }
 
 TEST(ElementaryHyperbolic, FloatSweep) {

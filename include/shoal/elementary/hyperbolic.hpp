@@ -15,22 +15,20 @@
 //   TwoSums (exact) and the tails and the TwoSums' errors summed last: the result is the rounding
 //   of a double-double accurate to <~ 2^k · 4e-18 absolute, against a result >= sinh(1/4) =
 //   0.2526 (k = 0), >= 0.37 (k = 1), >= 2^(k−2) beyond: < 0.1 ulp.
-//   tanh a = E / (E + 2), E = e^(2a) − 1, from ONE exponential (a network's activation: half the
-//   work of sinh/cosh): 2a is exact, reduced as exp.hpp reduces (2a = k ln2 + r + r_lo, a clamped
-//   to 22, where tanh = 1 − 1.6e-19 rounds to 1, so k <= 64), e^r − 1 = p_hi + p_lo from
-//   expm1.hpp's double-double, then E = (2^k − 1) + 2^k p_hi + 2^k p_lo by TwoSums (exact; as in
-//   expm1, no sum cancels beyond a factor ~3.5) and D = E + 2 likewise, both normalized
-//   double-doubles accurate to <~ 2^-57 relative; for k = 0 (a < ln2/4) E is p itself, accurate
-//   relative to a however small a is. q = fl(E/D), then one correction
-//   q + ((E_hi − q D_hi) + E_lo − q D_lo) / D_hi with q D_hi exact (two_prod, by a
-//   fused multiply-add) and E_hi − q D_hi exact (Sterbenz): the quotient's error is that of E and D
-//   plus the final rounding. Below 2^-27, tanh x = x − x³/3 rounds to x, returned as is (so a
-//   subnormal never meets Dekker's product).
+//   tanh, from ONE exponential and one division (a network's activation: its cost matters most):
+//   a < 0.375: a + a s P(s), s = a², P a 9-term polynomial for (tanh a − a)/a³ (below);
+//   a >= 0.375: 1 − 2/(E + 1), E = e^(2a) from exp.hpp's reduction and series but kept unrounded
+//   as a double-double, E + 1 likewise, the quotient corrected by its exact remainder (two_prod)
+//   and 1 − q formed by a Fast2Sum, so that one rounding ends it (details at tanh_double). The
+//   threshold 0.375 is where both sides measured best: the polynomial's correction grows as a²/3,
+//   the exponential's error is amplified by 2E/(E² − 1) (~1/(2a) for small a).
 // Error: measured max sinh 0.584 ulp (x = −0.3473: k = 1, r ~ −ln2/2), cosh 0.532 ulp,
-// tanh 0.586 ulp (x = 0.17348, just past ln2/4: k = 1, r ~ −ln2/2, E = 1 + 2p doubling p's
-// error) (tests/cpp/test_elementary_hyperbolic.cc and one-off runs of 3–4 M points on [−6, 6]
+// tanh 0.613 ulp (x = 0.52058; 2 M points in each of nine bands of [0, 5], against tanhl)
+// (tests/cpp/test_elementary_hyperbolic.cc and one-off runs of 3–4 M points on [−6, 6]
 // and [0.15, 0.3], against sinhl/coshl/tanhl); float (computed in double, rounded once): 0.5 ulp
 // + 2^-29.
+// Cost of tanh in SIMD lanes (benchmarks/elementary_cost.py, AVX-512 Xeon, W = 8): 3.5 ns per
+// double (an expm1 double-double and two divisions before 2026-12-07: 4.8 ns; glibc 11.8 ns).
 // Special values (C99 F.10.2): sinh(±0) = ±0, sinh(±inf) = ±inf, cosh(±0) = 1, cosh(±inf) = +inf,
 // tanh(±0) = ±0, tanh(±inf) = ±1, NaN -> NaN; tiny x: sinh x = tanh x = x; overflow of sinh,
 // cosh (|x| > 710.4758...) -> ±inf, +inf.
@@ -149,26 +147,69 @@ SHOAL_INLINE V cosh_double(V x) {
   return O::select(O::eq(x, x), y, x + x);
 }
 
+// (tanh a − a) / a³ as a polynomial in s = a², a < 0.375: Chebyshev-economised (mpmath
+// chebyfit, 9 coefficients on s in [0, 0.140625], rounded to double: 5.6e-17 relative, the
+// rounded −1/3 most of it), summed as c0 + s Q(s) with Q by Estrin's scheme (c0 added last).
+template <class V>
+SHOAL_INLINE V tanh_series(V s) {
+  const V s2 = s * s, s4 = s2 * s2;
+  const V q12 = V(0x1.1111111110f0fp-3) + V(-0x1.ba1ba1b9bc59dp-5) * s;
+  const V q34 = V(0x1.664f484c3912dp-6) + V(-0x1.226e25b3b82e6p-7) * s;
+  const V q56 = V(0x1.d6cebe48bbf20p-9) + V(-0x1.7d273f7e2f224p-10) * s;
+  const V q78 = V(0x1.2e5b26b41cac6p-11) + V(-0x1.861c26fe060b5p-13) * s;
+  const V q = (q12 + s2 * q34) + s4 * (q56 + s2 * q78);
+  return V(-0x1.5555555555555p-2) + s * q;
+}
+
+// a < 0.375: a + a s P(s), s = a²; the correction is below a²/3 < 0.047 of the result.
+template <class V>
+SHOAL_INLINE V tanh_small(V a) {
+  const V s = a * a;
+  return a + (a * s) * tanh_series(s);
+}
+
+// a >= 0.375: 1 − q, q = 2 / (E + 1), E = e^(2a) (2a exact; a clamped to 22, where tanh =
+// 1 − 1.6e-19 rounds to 1, so k <= 64 and 2^k is exact). E is exp.hpp's 1 + r + r² q(r) +
+// r_lo (1 + r) before its rounding, kept as a double-double (Fast2Sum) and scaled exactly; D =
+// E + 1 likewise (Fast2Sum, E >= 1), q = fl(2 / D) corrected by the remainder 2 − q D (an
+// exact product, divided by D as q/2 does) into q + q_lo, and 1 − q a Fast2Sum, so that the
+// result is rounded once from a sum accurate to ~2^-60 relative.
+template <class V>
+SHOAL_INLINE V tanh_large(V a) {
+  using O = Ops<V>;
+  const V ac = O::select(O::le(a, V(22.0)), a, V(22.0));  // NaN too: replaced by tanh_double
+  const exp_detail::Reduced<V> red = exp_detail::reduce(ac + ac);
+  const V r = red.r;
+  const V head = V(1.0) + r;
+  const V tail = ((V(1.0) - head) + r) +
+                 ((r * r) * exp_detail::taylor_tail(r) + red.r_lo * (V(1.0) + r));
+  const DD<V> er = fast_two_sum(head, tail);
+  const V scale = two_to<V>(red.k);
+  const V e = er.hi * scale, e_lo = er.lo * scale;
+  const DD<V> d_lead = fast_two_sum(e, V(1.0));
+  const DD<V> d = fast_two_sum(d_lead.hi, d_lead.lo + e_lo);
+  const V q = V(2.0) / d.hi;
+  const DD<V> qd = two_prod(q, d.hi);
+  const V q_lo = (((V(2.0) - qd.hi) - qd.lo) - q * d.lo) * (q * V(0.5));
+  const DD<V> one_minus_q = fast_two_sum(V(1.0), V(0.0) - q);
+  return one_minus_q.hi + (one_minus_q.lo - q_lo);
+}
+
+// In the lanes each side runs only where some lane needs it (a network's neuron often sees one
+// side in all the lanes of a group); a scalar takes both and a select, which keeps a loop over
+// the function vectorisable (ops.hpp, by_part).
 template <class V>
 SHOAL_INLINE V tanh_double(V x) {
   using O = Ops<V>;
   const V a = magnitude(x);
-  const V ac = O::select(O::le(a, V(22.0)), a, V(22.0));  // NaN too: replaced below
-  const exp_detail::Reduced<V> red = exp_detail::reduce(ac + ac);
-  const DD<V> p = expm1_detail::expm1_reduced(red.r, red.r_lo);
-  // E = e^(2a) − 1 and D = E + 2 as normalized double-doubles (2^k p_hi is exact).
-  const V scale = two_to<V>(red.k);
-  const DD<V> ones = two_sum(scale, V(-1.0));
-  const DD<V> lead = two_sum(ones.hi, scale * p.hi);
-  const DD<V> e = fast_two_sum(lead.hi, (lead.lo + ones.lo) + scale * p.lo);
-  const DD<V> d_lead = two_sum(V(2.0), e.hi);
-  const DD<V> d = fast_two_sum(d_lead.hi, d_lead.lo + e.lo);
-  const V q = e.hi / d.hi;
-  const DD<V> qd = two_prod(q, d.hi);
-  const V rem = ((e.hi - qd.hi) - qd.lo) + (e.lo - q * d.lo);
-  const V quotient = q + rem / d.hi;
-  const V y = with_sign_of(O::select(O::lt(a, V(0x1p-27)), a, quotient), x);
-  return O::select(O::eq(x, x), y, x + x);
+  const auto small = O::lt(a, V(0.375));
+  V m;
+  if constexpr (sizeof(V) == sizeof(typename O::Scalar)) {  // a scalar
+    m = O::select(small, tanh_small(a), tanh_large(a));
+  } else {
+    m = by_part<V>(small, [&] { return tanh_small(a); }, [&] { return tanh_large(a); });
+  }
+  return O::select(O::eq(x, x), with_sign_of(m, x), x + x);
 }
 
 }  // namespace hyperbolic_detail
