@@ -173,7 +173,8 @@ SHOAL_INLINE V tanh_small(V a) {
 // r_lo (1 + r) before its rounding, kept as a double-double (Fast2Sum) and scaled exactly; D =
 // E + 1 likewise (Fast2Sum, E >= 1), q = fl(2 / D) corrected by the remainder 2 − q D (an
 // exact product, divided by D as q/2 does) into q + q_lo, and 1 − q a Fast2Sum, so that the
-// result is rounded once from a sum accurate to ~2^-60 relative.
+// result is rounded once, from a sum whose error is E's (exp.hpp's tail: ~0.1 ulp of E) times
+// 2E/(E² − 1) <= 1.22 for a >= 0.375.
 template <class V>
 SHOAL_INLINE V tanh_large(V a) {
   using O = Ops<V>;
