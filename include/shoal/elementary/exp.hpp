@@ -72,6 +72,20 @@ SHOAL_INLINE V scale(V v, typename Ops<V>::Int k) {
   return v * two_to<V>(k1) * two_to<V>(k - k1);
 }
 
+// e^(r + r_lo) = head + tail before its rounding: 1 + r exactly as head + tail (Fast2Sum), the
+// small terms added to the tail (|tail| <= ~ulp(head); its own error ~0.1 ulp of the sum).
+// exp rounds the sum; tanh (hyperbolic.hpp) keeps it as a double-double.
+template <class V>
+struct Unrounded {
+  V head, tail;
+};
+template <class V>
+SHOAL_INLINE Unrounded<V> exp_unrounded(const Reduced<V>& red) {
+  const V r = red.r;
+  const V head = V(1.0) + r;
+  return {head, ((V(1.0) - head) + r) + ((r * r) * taylor_tail(r) + red.r_lo * (V(1.0) + r))};
+}
+
 template <class V>
 SHOAL_INLINE V exp_double(V x) {
   using O = Ops<V>;
@@ -79,11 +93,8 @@ SHOAL_INLINE V exp_double(V x) {
   // overflow gives +inf and complete underflow +0 by themselves. Other x (and NaN) give junk,
   // replaced at the end by a value chosen beside the main path (no clamp on it).
   const Reduced<V> red = reduce(x);
-  const V r = red.r;
-  // 1 + r exactly as head + tail (Fast2Sum), the small terms added to the tail, one rounding.
-  const V head = V(1.0) + r;
-  const V tail = ((V(1.0) - head) + r) + ((r * r) * taylor_tail(r) + red.r_lo * (V(1.0) + r));
-  const V y = scale(head + tail, red.k);
+  const Unrounded<V> e = exp_unrounded(red);  // one rounding: the sum
+  const V y = scale(e.head + e.tail, red.k);
   const V inf = O::from_bits((O::bits(x) & 0) + 0x7ff0000000000000LL);
   const V other = O::select(O::lt(x, V(0.0)), V(0.0), O::select(O::lt(V(0.0), x), inf, x + x));
   return O::select(O::le(V(-1400.0), x) & O::le(x, V(1400.0)), y, other);

@@ -47,10 +47,8 @@ SHOAL_INLINE V exp2_double(V x) {
   const DD<V> fl = two_prod(f, V(kLn2));
   const V r = fl.hi;
   const V r_lo = fl.lo + f * V(kLn2Lo);
-  const V head = V(1.0) + r;
-  const V tail =
-      ((V(1.0) - head) + r) + ((r * r) * exp_detail::taylor_tail(r) + r_lo * (V(1.0) + r));
-  const V y = exp_detail::scale(head + tail, k.integer);
+  const exp_detail::Unrounded<V> e = exp_detail::exp_unrounded<V>({r, r_lo, k.integer});
+  const V y = exp_detail::scale(e.head + e.tail, k.integer);
   const V inf = O::from_bits((O::bits(x) & 0) + 0x7ff0000000000000LL);
   const V other = O::select(O::lt(x, V(0.0)), V(0.0), O::select(O::lt(V(0.0), x), inf, x + x));
   return O::select(O::le(V(-2000.0), x) & O::le(x, V(2000.0)), y, other);

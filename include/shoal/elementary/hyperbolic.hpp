@@ -170,8 +170,8 @@ SHOAL_INLINE V tanh_small(V a) {
 }
 
 // a >= 0.375: 1 − q, q = 2 / (E + 1), E = e^(2a) (2a exact; a clamped to 22, where tanh =
-// 1 − 1.6e-19 rounds to 1, so k <= 64 and 2^k is exact). E is exp.hpp's 1 + r + r² q(r) +
-// r_lo (1 + r) before its rounding, kept as a double-double (Fast2Sum) and scaled exactly; D =
+// 1 − 1.6e-19 rounds to 1, so k <= 64 and 2^k is exact). E is exp.hpp's sum before its
+// rounding (exp_unrounded), kept as a double-double (Fast2Sum) and scaled exactly; D =
 // E + 1 likewise (Fast2Sum, E >= 1), q = fl(2 / D) corrected by the remainder 2 − q D (an
 // exact product, divided by D as q/2 does) into q + q_lo, and 1 − q a Fast2Sum, so that the
 // result is rounded once, from a sum whose error is E's (exp.hpp's tail: ~0.1 ulp of E) times
@@ -181,11 +181,8 @@ SHOAL_INLINE V tanh_large(V a) {
   using O = Ops<V>;
   const V ac = O::select(O::le(a, V(22.0)), a, V(22.0));  // NaN too: replaced by tanh_double
   const exp_detail::Reduced<V> red = exp_detail::reduce(ac + ac);
-  const V r = red.r;
-  const V head = V(1.0) + r;
-  const V tail = ((V(1.0) - head) + r) +
-                 ((r * r) * exp_detail::taylor_tail(r) + red.r_lo * (V(1.0) + r));
-  const DD<V> er = fast_two_sum(head, tail);
+  const exp_detail::Unrounded<V> eu = exp_detail::exp_unrounded(red);
+  const DD<V> er = fast_two_sum(eu.head, eu.tail);
   const V scale = two_to<V>(red.k);
   const V e = er.hi * scale, e_lo = er.lo * scale;
   const DD<V> d_lead = fast_two_sum(e, V(1.0));
