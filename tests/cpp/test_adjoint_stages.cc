@@ -8,6 +8,7 @@
 #include <cmath>
 #include <vector>
 
+#include "forced_adjoint_model.hpp"
 #include "shoal/ode/adjoint.hpp"
 #include "shoal/ode/explicit_rk_adjoint.hpp"
 #include "shoal/ode/tsit5.hpp"
@@ -15,41 +16,13 @@
 
 namespace {
 
-using shoal::ode::IntegrateOptions;
 using shoal::ode::IntegrateStats;
 using shoal::ode::Trajectory;
 
-// y0' = −p0 y0 + y1, y1' = −p1 y0 y1 + sin t (non-autonomous, so a stage's time matters), with
-// its vector-Jacobian product written out: q = [p0, p1, w0, w1], out = [ȳ (2), p̄ (2, added)].
-struct Forced {
-  static constexpr int n_vars = 2;
-  static constexpr int n_params = 2;
-  template <class T>
-  static void rhs(const T* y, const T& t, const T* p, T* out) {
-    out[0] = -p[0] * y[0] + y[1];
-    out[1] = -p[1] * y[0] * y[1] + std::sin(t);
-  }
-  template <class T>
-  static void vjp(const T* y, const T&, const T* q, T* out) {
-    const T w0 = q[2], w1 = q[3];
-    out[0] = -q[0] * w0 - q[1] * y[1] * w1;
-    out[1] = w0 - q[1] * y[0] * w1;
-    out[2] += -y[0] * w0;
-    out[3] += -y[0] * y[1] * w1;
-  }
-};
-
-constexpr double kTSpan[] = {0.0, 0.7, 1.9, 3.0};
-constexpr int kSaves = 4;
-
-IntegrateOptions<double> options() {
-  IntegrateOptions<double> o;
-  o.controller.rtol = 1e-9;
-  o.controller.atol = 1e-11;
-  o.first_step = -1.0;
-  o.max_steps = 100000;
-  return o;
-}
+using forced_adjoint::Forced;
+using forced_adjoint::kSaves;
+using forced_adjoint::kTSpan;
+using forced_adjoint::options;
 
 // The loss Σ_saves c · y(t_i) as the plain solve computes it.
 template <template <class, class> class Stepper>

@@ -6,10 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <vector>
 
+#include "forced_adjoint_model.hpp"
 #include "shoal/ode/adjoint.hpp"
 #include "shoal/ode/adjoint_lanes.hpp"
 #include "shoal/ode/explicit_rk_adjoint.hpp"
@@ -17,31 +17,14 @@
 
 namespace {
 
-using shoal::ode::IntegrateOptions;
 using shoal::ode::IntegrateStats;
 using shoal::ode::Trajectory;
 
-// y0' = −p0 y0 + y1, y1' = −p1 y0 y1 + sin t, with its vector-Jacobian product written out.
-struct Forced {
-  static constexpr int n_vars = 2;
-  static constexpr int n_params = 2;
-  template <class T>
-  static void rhs(const T* y, const T& t, const T* p, T* out) {
-    out[0] = -p[0] * y[0] + y[1];
-    out[1] = -p[1] * y[0] * y[1] + std::sin(t);
-  }
-  template <class T>
-  static void vjp(const T* y, const T&, const T* q, T* out) {
-    const T w0 = q[2], w1 = q[3];
-    out[0] = -q[0] * w0 - q[1] * y[1] * w1;
-    out[1] = w0 - q[1] * y[0] * w1;
-    out[2] += -y[0] * w0;
-    out[3] += -y[0] * y[1] * w1;
-  }
-};
+using forced_adjoint::Forced;
+using forced_adjoint::kSaves;
+using forced_adjoint::kTSpan;
+using forced_adjoint::options;
 
-constexpr double kTSpan[] = {0.0, 0.7, 1.9, 3.0};
-constexpr int kSaves = 4;
 const double kY0[] = {1.0, -0.5}, kP[] = {0.8, 1.3};
 const double kC[] = {0.3, -1.0, 0.5, 0.25, -0.7, 1.1, 0.9, 0.4};
 
@@ -61,14 +44,9 @@ Trajectory<double> trajectory(double* out) {
 
 template <size_t Budget>
 void recorded(A<Budget>& a, double* out) {
-  IntegrateOptions<double> o;
-  o.controller.rtol = 1e-9;
-  o.controller.atol = 1e-11;
-  o.first_step = -1.0;
-  o.max_steps = 100000;
   IntegrateStats stats;
   shoal::ode::Status status;
-  ASSERT_TRUE(a.forward(trajectory(out), o, &stats, &status));
+  ASSERT_TRUE(a.forward(trajectory(out), options(), &stats, &status));
   ASSERT_EQ(status, shoal::ode::kSuccess);
 }
 
