@@ -112,23 +112,13 @@ TEST(RecordingRow, ARowTooSmallIsMarkedIncompleteAndNotLoaded) {
   EXPECT_FALSE(b.load_recording(row.data(), row.size(), 7, &status));
 }
 
-// Forced with t for sin t, so that it computes in SIMD lanes too (its vjp as well).
-struct Poly {
-  static constexpr int n_vars = 2;
-  static constexpr int n_params = 2;
+// Forced with t for sin t, so that it computes in SIMD lanes too (its vjp, Forced's, as well).
+struct Poly : Forced {
   static constexpr bool vjp_in_lanes = true;
   template <class T, class P>
   static void rhs(const T* y, const T& t, P p, T* out) {
     out[0] = -p[0] * y[0] + y[1];
     out[1] = -p[1] * y[0] * y[1] + t * T(0.5);
-  }
-  template <class T>
-  static void vjp(const T* y, const T&, const T* q, T* out) {
-    const T w0 = q[2], w1 = q[3];
-    out[0] = -q[0] * w0 - q[1] * y[1] * w1;
-    out[1] = w0 - q[1] * y[0] * w1;
-    out[2] += -y[0] * w0;
-    out[3] += -y[0] * y[1] * w1;
   }
 };
 
