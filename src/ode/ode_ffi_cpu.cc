@@ -143,11 +143,16 @@ ffi::Error fill_recording_args(const ffi::AnyBuffer& rows, ShoalEnsembleArgs* a)
   return ffi::Error::Success();
 }
 
-ffi::Error solve_impl(ffi::ThreadPool& pool, const EnsembleBuffers& buffers,
-                      std::string_view model_path, std::string_view entry,
-                      const ShoalSolveOptions& options, progress::Counter* counter,
+// What the three handlers share: the progress slot's counter, then the ensemble's solve (with
+// the adjoint's cotangents and the rows of recordings where given).
+ffi::Error solve_impl(ffi::ThreadPool& pool, const ffi::AnyBuffer& progress,
+                      const EnsembleBuffers& buffers, std::string_view model_path,
+                      std::string_view entry, const ShoalSolveOptions& options,
                       AdjointBuffers* adjoint = nullptr,
                       const ffi::AnyBuffer* recording = nullptr) {
+  progress::Counter* counter = nullptr;
+  ffi::Error slot = progress_counter(progress, &counter);
+  if (slot.failure()) return slot;
   LoadedModel model;
   std::string error;
   if (!load_model(std::string(model_path), std::string(entry), &model, &error)) {
@@ -221,13 +226,10 @@ ffi::Error solve(ffi::ThreadPool pool, ffi::AnyBuffer y0, ffi::AnyBuffer params,
                  ffi::Result<ffi::AnyBuffer> status, ffi::Result<ffi::AnyBuffer> event_time,
                  ffi::Result<ffi::AnyBuffer> event_state) {
   return without_exceptions("shoal.ode.solve", [&] {
-    progress::Counter* counter = nullptr;
-    ffi::Error slot = progress_counter(progress, &counter);
-    if (slot.failure()) return slot;
-    return solve_impl(pool,
+    return solve_impl(pool, progress,
                       {y0, params, shared, t_span, weights, atol, tstops, first_step, ys, accepted,
                        rejected, status, event_time, event_state},
-                      model, entry, options, counter);
+                      model, entry, options);
   });
 }
 
@@ -243,14 +245,11 @@ ffi::Error adjoint(ffi::ThreadPool pool, ffi::AnyBuffer y0, ffi::AnyBuffer param
                    ffi::Result<ffi::AnyBuffer> params_bar,
                    ffi::Result<ffi::AnyBuffer> shared_bar) {
   return without_exceptions("shoal.ode.solve", [&] {
-    progress::Counter* counter = nullptr;
-    ffi::Error slot = progress_counter(progress, &counter);
-    if (slot.failure()) return slot;
     AdjointBuffers cotangents{ys_bar, y0_bar, params_bar, shared_bar};
-    return solve_impl(pool,
+    return solve_impl(pool, progress,
                       {y0, params, shared, t_span, weights, atol, tstops, first_step, ys, accepted,
                        rejected, status, event_time, event_state},
-                      model, entry, options, counter, &cotangents, &recording);
+                      model, entry, options, &cotangents, &recording);
   });
 }
 
@@ -266,14 +265,11 @@ ffi::Error record(ffi::ThreadPool pool, ffi::AnyBuffer y0, ffi::AnyBuffer params
                   ffi::Result<ffi::AnyBuffer> event_state,
                   ffi::Result<ffi::AnyBuffer> recording) {
   return without_exceptions("shoal.ode.solve", [&] {
-    progress::Counter* counter = nullptr;
-    ffi::Error slot = progress_counter(progress, &counter);
-    if (slot.failure()) return slot;
     const ffi::AnyBuffer rows = *recording;
-    return solve_impl(pool,
+    return solve_impl(pool, progress,
                       {y0, params, shared, t_span, weights, atol, tstops, first_step, ys, accepted,
                        rejected, status, event_time, event_state},
-                      model, entry, options, counter, nullptr, &rows);
+                      model, entry, options, nullptr, &rows);
   });
 }
 
