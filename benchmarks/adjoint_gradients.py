@@ -1,6 +1,6 @@
 """Gradients by the adjoint (``adjoint=True``) against forward sensitivities and diffrax, same run.
 
-Seven cases on the CPU:
+Eight cases on the CPU:
   table   a 2 000-entry shared table read by ``jnp.interp`` in f (N = 64 trajectories, 8 saves,
           stops at the knots, as the README asks for adjoint gradients of such entries):
           ``value_and_grad`` with respect to the table, adjoint against the value alone and
@@ -30,6 +30,11 @@ Seven cases on the CPU:
           what a parameter that builds the tables contributes through the chain rule. (Along a
           random direction the gradient, per entry, is only as resolved as the steps that
           sample each knot interval: README, "Reverse mode by adjoint", Accuracy.)
+  checkpoints  Lorenz-96 (40 variables, Tsit5, N = 64, t in [0, 8], rtol 1e-8: about 2 000
+          steps a trajectory) with ``adjoint_memory`` from the default (every state kept) down
+          to 8 KiB (states at every 64th step or so, the steps between taken again on the way
+          back): ``value_and_grad`` time and the states kept per recording; the gradients are
+          checked to be the same bits.
 The table and network cases also time the adjoint solving each trajectory forward again
 instead of sweeping back from the value's recording (as before it recorded; the same gradient
 bits). Each gradient's error is measured against a reference gradient at rtol 1e-11 (shoal's
@@ -372,9 +377,49 @@ def boltzmann_case(args):
                   f"{check:16.1e}")
 
 
+def checkpoints_case(args):
+    n, N = 40, 64
+
+    def f(y, t, p):  # Lorenz-96 with a forcing per trajectory
+        return (jnp.roll(y, -1) - jnp.roll(y, 2)) * jnp.roll(y, 1) - y + p
+
+    y0 = 8.0 + 0.01 * jnp.sin(jnp.arange(N * n, dtype=jnp.float64).reshape(N, n))
+    forcing = jnp.linspace(7.5, 8.5, N)
+    ts = jnp.linspace(0.0, 8.0, 5)
+
+    def loss(p, memory):
+        ys = solve(f, y0, ts, p, method="tsit5", rtol=1e-8, atol=1e-8, adjoint=True,
+                   adjoint_memory=memory)
+        return jnp.mean(ys ** 2)
+
+    _, stats = solve(f, y0, ts, forcing, method="tsit5", rtol=1e-8, atol=1e-8,
+                     return_stats=True)
+    steps = int(np.max(stats["accepted"]))
+    print(f"checkpoints (Lorenz-96, n = {n}, N = {N}, Tsit5 rtol 1e-8, at most {steps} steps "
+          f"a trajectory: {steps * n * 8 / 1024:.0f} KiB of states if all are kept)")
+    value = jax.jit(lambda p: loss(p, 4 << 20))
+    t_value, _, _ = best_of(lambda: value(forcing), args.repeats)
+    print(f"  value                          {1e3 * t_value:9.2f} ms")
+    first = None
+    for memory in (4 << 20, 256 << 10, 64 << 10, 8 << 10):
+        vg = jax.jit(jax.value_and_grad(lambda p, memory=memory: loss(p, memory)))
+        t, (_, g), _ = best_of(lambda vg=vg: vg(forcing), args.repeats)
+        first = g if first is None else first
+        # The checkpoints' spacing doubles until they fit (adjoint.hpp): kept at most `memory`.
+        spacing, kept = 1, steps
+        while kept * n * 8 > memory and kept > 2:
+            spacing *= 2
+            kept = -(-steps // spacing)
+        print(f"  adjoint_memory {memory >> 10:5d} KiB: value_and_grad {1e3 * t:8.2f} ms   "
+              f"{t / t_value:5.2f}x the value   every {spacing:3d}th state kept "
+              f"({kept * n * 8 / 1024:6.1f} KiB)   the same gradient bits: "
+              f"{bool(jnp.all(g == first))}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", default="table,crossover,stiff,neural,forced,observed,boltzmann")
+    parser.add_argument("--cases", default="table,crossover,stiff,neural,forced,observed,boltzmann,"
+                        "checkpoints")
     parser.add_argument("--forward", action="store_true",
                         help="also time the table's gradient by forward sensitivities (minutes)")
     parser.add_argument("--n", type=int, default=1000, help="neural ODE trajectories")
@@ -384,7 +429,7 @@ def main():
     print("\n".join(header_lines()))
     cases = {"table": table_case, "crossover": crossover_case, "stiff": stiff_case,
              "neural": neural_case, "forced": forced_case, "observed": observed_case,
-             "boltzmann": boltzmann_case}
+             "boltzmann": boltzmann_case, "checkpoints": checkpoints_case}
     for name in args.cases.split(","):
         cases[name](args)
 

@@ -153,6 +153,14 @@ def _max_steps(value):
     return int(value)
 
 
+def _adjoint_memory(value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"adjoint_memory must be a Python int (bytes), got {value!r}")
+    if value <= 0 or value > 2**62:
+        raise ValueError(f"adjoint_memory must be a positive number of bytes, got {value}")
+    return int(value)
+
+
 def _sparsity(value):
     """None, "auto", a resolved pattern, or a user's pattern as given: solve resolves it against
     f (model.resolve_sparsity) before the record is used as a key."""
@@ -354,6 +362,16 @@ class SolveOptions:
         "on the CPU where more entries are differentiated than the measured crossover (32 for "
         "the explicit methods, 10 for the Rosenbrock ones), forward sensitivities elsewhere. "
         "``False`` (default): forward sensitivities. Forward mode (jvp, jacfwd) is unchanged.")
+    adjoint_memory: int = _option(
+        4 * 2**20, _adjoint_memory,
+        "With the adjoint: the bytes of states one trajectory's recording of its forward solve "
+        "may keep (default 4 MiB). Every step's t and size are kept (3 numbers); its state is "
+        "kept at checkpoints, every step at first, every 2nd, 4th, … step once the states "
+        "would need more, and the backward sweep takes the steps between again from the "
+        "checkpoint before them (bit for bit the same states, so the same gradient; about one "
+        "more step evaluation per step where it thinned). A sweep also holds one window of "
+        "states between two checkpoints. Per worker thread, the recordings of up to twice the "
+        "lanes' width of trajectories are held at once.", np.int64)
     mass: Any = _option(
         None, _mass.option,
         "A constant ``(n, n)`` mass matrix M (array, nested lists or SciPy sparse): solve "

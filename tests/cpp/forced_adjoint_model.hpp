@@ -33,6 +33,21 @@ struct Forced {
 constexpr double kTSpan[] = {0.0, 0.7, 1.9, 3.0};
 constexpr int kSaves = 4;
 
+// A start, parameters, and a cotangent of the saves (kSaves x 2).
+constexpr double kY0[] = {1.0, -0.5}, kP[] = {0.8, 1.3};
+constexpr double kC[] = {0.3, -1.0, 0.5, 0.25, -0.7, 1.1, 0.9, 0.4};
+
+// The trajectory from y0 with parameters p over kTSpan, its saves written to out (kSaves x 2).
+inline shoal::ode::Trajectory<double> trajectory(const double* y0, const double* p, double* out) {
+  shoal::ode::Trajectory<double> tr;
+  tr.y0 = y0;
+  tr.p = p;
+  tr.t_span = kTSpan;
+  tr.n_save = kSaves;
+  tr.out = out;
+  return tr;
+}
+
 inline shoal::ode::IntegrateOptions<double> options() {
   shoal::ode::IntegrateOptions<double> o;
   o.controller.rtol = 1e-9;

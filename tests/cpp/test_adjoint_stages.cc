@@ -21,7 +21,6 @@ using shoal::ode::Trajectory;
 
 using forced_adjoint::Forced;
 using forced_adjoint::kSaves;
-using forced_adjoint::kTSpan;
 using forced_adjoint::options;
 
 // The loss Σ_saves c · y(t_i) as the plain solve computes it.
@@ -29,12 +28,7 @@ template <template <class, class> class Stepper>
 double loss(const double* y0, const double* p, const double* c) {
   double out[kSaves * 2];
   IntegrateStats stats;
-  Trajectory<double> tr;
-  tr.y0 = y0;
-  tr.p = p;
-  tr.t_span = kTSpan;
-  tr.n_save = kSaves;
-  tr.out = out;
+  const Trajectory<double> tr = forced_adjoint::trajectory(y0, p, out);
   EXPECT_EQ((shoal::ode::integrate<Stepper, Forced, double>(tr, options(), &stats)),
             shoal::ode::kSuccess);
   double sum = 0.0;
@@ -47,12 +41,7 @@ template <template <class, class> class Stepper, size_t Budget>
 std::vector<double> adjoint(const double* y0, const double* p, const double* c,
                             size_t* steps_with_stages, int* steps) {
   double out[kSaves * 2];
-  Trajectory<double> tr;
-  tr.y0 = y0;
-  tr.p = p;
-  tr.t_span = kTSpan;
-  tr.n_save = kSaves;
-  tr.out = out;
+  const Trajectory<double> tr = forced_adjoint::trajectory(y0, p, out);
   shoal::ode::Adjoint<Stepper, shoal::ode::ExplicitStepAdjoint, Forced, double, Budget> a;
   IntegrateStats stats;
   shoal::ode::Status status;
@@ -86,8 +75,7 @@ void check() {
   }
   // Central differences of the solve (rtol 1e-9: a few digits of agreement).
   for (int i = 0; i < 4; ++i) {
-    double yp[] = {y0[0], y0[1]}, pp[] = {p[0], p[1]}, ym[] = {y0[0], y0[1]},
-           pm[] = {p[0], p[1]};
+    double yp[] = {y0[0], y0[1]}, pp[] = {p[0], p[1]}, ym[] = {y0[0], y0[1]}, pm[] = {p[0], p[1]};
     const double e = 1e-5;
     (i < 2 ? yp[i] : pp[i - 2]) += e;
     (i < 2 ? ym[i] : pm[i - 2]) -= e;
@@ -96,12 +84,8 @@ void check() {
   }
 }
 
-TEST(AdjointStages, Tsit5CotangentsDoNotDependOnTheBudget) {
-  check<shoal::ode::Tsit5, 7 * 2>();
-}
+TEST(AdjointStages, Tsit5CotangentsDoNotDependOnTheBudget) { check<shoal::ode::Tsit5, 7 * 2>(); }
 
-TEST(AdjointStages, Vern9CotangentsDoNotDependOnTheBudget) {
-  check<shoal::ode::Vern9, 16 * 2>();
-}
+TEST(AdjointStages, Vern9CotangentsDoNotDependOnTheBudget) { check<shoal::ode::Vern9, 16 * 2>(); }
 
 }  // namespace

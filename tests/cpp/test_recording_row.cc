@@ -25,21 +25,14 @@ using forced_adjoint::kSaves;
 using forced_adjoint::kTSpan;
 using forced_adjoint::options;
 
-const double kY0[] = {1.0, -0.5}, kP[] = {0.8, 1.3};
-const double kC[] = {0.3, -1.0, 0.5, 0.25, -0.7, 1.1, 0.9, 0.4};
+using forced_adjoint::kC;
 
 template <size_t Budget>
 using A = shoal::ode::Adjoint<shoal::ode::Tsit5, shoal::ode::ExplicitStepAdjoint, Forced, double,
                               Budget>;
 
 Trajectory<double> trajectory(double* out) {
-  Trajectory<double> tr;
-  tr.y0 = kY0;
-  tr.p = kP;
-  tr.t_span = kTSpan;
-  tr.n_save = kSaves;
-  tr.out = out;
-  return tr;
+  return forced_adjoint::trajectory(forced_adjoint::kY0, forced_adjoint::kP, out);
 }
 
 template <size_t Budget>
@@ -76,6 +69,8 @@ void round_trip(size_t offset) {
   EXPECT_EQ(loaded.in_row, offset % alignof(double) == 0);
   if (!loaded.in_row) {
     EXPECT_EQ(loaded.records, original.records);
+    EXPECT_EQ(loaded.states, original.states);
+    EXPECT_EQ(loaded.spacing, original.spacing);
     EXPECT_EQ(loaded.stage_records, original.stage_records);
     EXPECT_EQ(loaded.is_jump, original.is_jump);
   }
@@ -98,7 +93,7 @@ TEST(RecordingRow, ARowTooSmallIsMarkedIncompleteAndNotLoaded) {
   double out[kSaves * 2];
   A<size_t(1) << 24> a;
   recorded(a, out);
-  const size_t need = a.row_bytes(a.records.size(), a.stage_records.size(), a.is_jump.size());
+  const size_t need = a.recording_bytes();
   std::vector<unsigned char> row(need - 1, 0xff);
   const auto ok = shoal::ode::kSuccess;
   EXPECT_FALSE(a.save_recording(row.data(), row.size(), ok, 7));

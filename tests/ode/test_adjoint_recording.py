@@ -60,7 +60,7 @@ def _dosed_problem(n=11, failing=True):
     return params, y0
 
 
-def _dosed_loss(method, lanes):
+def _dosed_loss(method, lanes, **options):
     axes = {"ka": 0, "ke": None, "dose": None, "scale": None}
     ts = jnp.array([0.0, 0.5, 1.0, 2.0, 3.0])
     event = Event(lambda y, t, p: y[1] - 0.45, terminal=True, direction=1)
@@ -70,7 +70,7 @@ def _dosed_loss(method, lanes):
                           jump_fn=lambda y, t, p: y.at[0].add(p["dose"]),
                           save_fn=lambda y, t, p: jnp.array([y[1] * p["scale"], y[0] * y[1]]),
                           event=event, method=method, rtol=1e-8, atol=1e-8, max_steps=400,
-                          lanes=lanes, adjoint=True, return_stats=True)
+                          lanes=lanes, adjoint=True, return_stats=True, **options)
         ys = jnp.where(jnp.isnan(ys), 0.0, ys)
         return jnp.sum(ys * jnp.arange(1.0, 3.0)) + jnp.sum(
             jnp.where(jnp.isnan(stats["event_time"]), 0.0, stats["event_time"]))
@@ -98,6 +98,33 @@ def test_sweeping_back_from_the_rows_gives_the_bits_of_solving_again(method, lan
     assert value == plain_value  # the value's solve is the plain solve's, bit for bit
     _assert_same_bits(recorded, again)
     assert np.isnan(recorded[0]["ka"][7]) and np.isfinite(recorded[0]["ka"][:7]).all()
+
+
+@pytest.mark.parametrize("method", ("tsit5", "rodas5p"))
+@pytest.mark.parametrize("lanes", (1, 8))
+def test_checkpoints_thinned_to_the_least_give_the_bits_of_every_state(method, lanes, budget,
+                                                                       solved_again):
+    # adjoint_memory=1: two checkpoints kept, every other step taken again on the way back
+    # (tests/cpp/test_adjoint_checkpoints.cc checks the thinning itself); through the rows and
+    # solving forward again, across jumps, an event and a failing member.
+    params, y0 = _dosed_problem()
+    want = jax.value_and_grad(_dosed_loss(method, lanes), (0, 1))(params, y0)
+    thinned = _dosed_loss(method, lanes, adjoint_memory=1)
+    _assert_same_bits(jax.value_and_grad(thinned, (0, 1))(params, y0), want)
+    assert not solved_again[1].any()  # swept back from its rows
+    budget(0)
+    _assert_same_bits(jax.value_and_grad(thinned, (0, 1))(params, y0), want)
+    assert solved_again[2][np.arange(11) != 7].all()
+
+
+def test_adjoint_memory_is_a_positive_number_of_bytes():
+    def f(y, t, p):
+        return -p * y
+
+    for bad, error in ((0, ValueError), (-5, ValueError), (1.5, TypeError), (True, TypeError)):
+        with pytest.raises(error, match="adjoint_memory"):
+            solve(f, jnp.ones(1), jnp.linspace(0.0, 1.0, 3), 1.0, adjoint=True,
+                  adjoint_memory=bad)
 
 
 @pytest.mark.parametrize("lanes", (1, 4))

@@ -6,12 +6,17 @@
 // neural network's weights). Per trajectory:
 //   1. The forward solve runs again (the same loop, integrate.hpp, hence the same steps and bits
 //      as the primal solve, scalar or in the lanes) and records every accepted step's start t,
-//      size h, end and state y, and every stop's jump with the state before it: (n + 3)
-//      numbers each, in a buffer held only while the trajectory is being differentiated (one
-//      per worker thread, at most max_steps records long).
-//   2. Backwards over the records, with λ the cotangent of the current state: a step is
-//      evaluated again from its start (an explicit method's from the stages the forward solve
-//      recorded for its first steps, within StageBudgetBytes per worker thread) and transposed by the method's StepAdjoint
+//      size h and end, and every stop's jump (3 numbers each), and the state y at the start of
+//      every `spacing`-th of those records: its checkpoints. `spacing` starts at 1 and doubles
+//      (every other checkpoint dropped) whenever the checkpoints would need more than the
+//      options' adjoint_memory bytes, so a trajectory's recording holds at most that many bytes
+//      of states, plus 3 numbers and a byte per step (max_steps bounds them).
+//   2. Backwards over the records, with λ the cotangent of the current state. Where a record's
+//      state is not a checkpoint, the steps from the checkpoint before it are taken again
+//      (replay: the recorded t and h, the method's own step, bit for bit the recorded solve's),
+//      a window of `spacing` states at a time. A step is evaluated again from its start (an
+//      explicit method's from the stages the forward solve recorded for its first steps, within
+//      StageBudgetBytes per worker thread) and transposed by the method's StepAdjoint
 //      (explicit_rk_adjoint.hpp, rosenbrock_adjoint.hpp), which turns λ and the cotangents of
 //      the saves the step served (a save inside the step is the method's continuous extension
 //      at θ, one at or after the step's end the end state itself, as integrate.hpp records
@@ -155,21 +160,27 @@ struct Adjoint {
   static constexpr int n = Model::n_vars;
   static constexpr int n_out = n_saved<Model>();
   static constexpr size_t stage_limit = StageBudgetBytes / sizeof(T);
-  // A record: an accepted step (its start t, size h, end, and the state y at its start) or a
-  // stop's jump (the stop, 0, 0, the state before the jump).
-  static constexpr int stride = n + 3;
+  // A record: an accepted step (its start t, size h and end) or a stop's jump (the stop, 0, 0).
+  static constexpr int stride = 3;
 
   std::vector<T> records;  // stride numbers each, in the order they happened
+  // Checkpoints: the state at records 0, spacing, 2·spacing, … (a step's start state, a jump's
+  // state before it), n numbers each; at most state_limit numbers of them once there are two.
+  std::vector<T> states;
+  int64_t spacing = 1;
+  size_t state_limit = 0;
   bool opt_terminal = true;  // whether the model's event ends the trajectory
-  std::vector<unsigned char> is_jump;
+  std::vector<unsigned char> is_jump;  // one per record
   std::vector<T> stage_records;  // Step::recorded numbers for each of the first accepted steps
-  // What the backward sweep reads: the three vectors above, or a row's numbers where they lie
+  // What the backward sweep reads: the vectors above, or a row's numbers where they lie
   // (load_recording), which must then outlive the sweep.
   struct Recorded {
     const T* records = nullptr;
+    const T* states = nullptr;
     const T* stages = nullptr;
     const unsigned char* is_jump = nullptr;
     size_t n_stage_numbers = 0, n_jumps = 0;
+    int64_t spacing = 1;
   } recorded;
   bool in_row = false;  // whether `recorded` is a row's
   ModelVjps<Model, T> vjps;
@@ -212,6 +223,9 @@ struct Adjoint {
   template <class Run>
   void begin_recording(const Run& run, const IntegrateOptions<T>& opt) {
     records.clear();
+    states.clear();
+    spacing = 1;
+    state_limit = static_cast<size_t>(opt.adjoint_memory) / sizeof(T);
     is_jump.clear();
     stage_records.clear();
     in_row = false;
@@ -269,15 +283,21 @@ struct Adjoint {
   struct RowHeader {
     uint64_t magic;     // kRowMagic for a complete row
     uint64_t identity;  // of the trajectory recorded (recording_identity)
-    uint64_t n_records, n_stage_numbers, n_jumps;
+    uint64_t n_records, n_states, n_stage_numbers, n_jumps;
+    int64_t spacing;    // of its checkpoints
     int32_t status;     // of its forward solve
     uint32_t flags;     // 1: the event is terminal, 2: every jump was seen
     double event_time;  // where its event was found (NaN: not found, or no event)
   };
   static constexpr uint64_t kRowMagic = 0x73686f616c726563ull;  // "shoalrec"
 
-  static size_t row_bytes(size_t n_records, size_t n_stage_numbers, size_t n_jumps) {
-    return sizeof(RowHeader) + (n_records + n_stage_numbers) * sizeof(T) + n_jumps;
+  static size_t row_bytes(size_t n_records, size_t n_states, size_t n_stage_numbers,
+                          size_t n_jumps) {
+    return sizeof(RowHeader) + (n_records + n_states + n_stage_numbers) * sizeof(T) + n_jumps;
+  }
+  // The bytes of a row holding this recording.
+  size_t recording_bytes() const {
+    return row_bytes(records.size(), states.size(), stage_records.size(), is_jump.size());
   }
   // The event's time (for the sweep: begin_backward) travels with it where the solve wrote one.
   bool save_recording(unsigned char* row, size_t capacity, Status status, uint64_t identity,
@@ -285,16 +305,19 @@ struct Adjoint {
     RowHeader h{0,
                 identity,
                 records.size(),
+                states.size(),
                 stage_records.size(),
                 is_jump.size(),
+                spacing,
                 static_cast<int32_t>(status),
                 (opt_terminal ? 1u : 0u) | (seen ? 2u : 0u),
                 event_time != nullptr ? double(*event_time) : __builtin_nan("")};
     if (capacity < sizeof(RowHeader)) return false;
-    const bool fits = row_bytes(h.n_records, h.n_stage_numbers, h.n_jumps) <= capacity;
+    const bool fits = recording_bytes() <= capacity;
     if (fits) {
       unsigned char* at = row + sizeof(RowHeader);
       at = copy_out(records.data(), h.n_records * sizeof(T), at);
+      at = copy_out(states.data(), h.n_states * sizeof(T), at);
       at = copy_out(stage_records.data(), h.n_stage_numbers * sizeof(T), at);
       copy_out(is_jump.data(), h.n_jumps, at);
       h.magic = kRowMagic;
@@ -307,25 +330,29 @@ struct Adjoint {
     if (capacity < sizeof(RowHeader)) return false;
     RowHeader h;
     __builtin_memcpy(&h, row, sizeof h);
-    if (h.magic != kRowMagic || h.identity != identity ||
-        row_bytes(h.n_records, h.n_stage_numbers, h.n_jumps) > capacity ||
-        h.n_records % stride != 0 || h.n_records / stride != h.n_jumps) {
+    if (h.magic != kRowMagic || h.identity != identity || h.spacing < 1 ||
+        row_bytes(h.n_records, h.n_states, h.n_stage_numbers, h.n_jumps) > capacity ||
+        h.n_records != stride * h.n_jumps ||
+        h.n_states != n * ((h.n_jumps + h.spacing - 1) / h.spacing)) {
       return false;
     }
     // Read where they lie when aligned (a row of a size that is a multiple of 64 bytes, as the
     // host gives), else copied.
     const unsigned char* at = row + sizeof(RowHeader);
-    const unsigned char* stages = at + h.n_records * sizeof(T);
+    const unsigned char* checkpoints = at + h.n_records * sizeof(T);
+    const unsigned char* stages = checkpoints + h.n_states * sizeof(T);
     const unsigned char* jumps = stages + h.n_stage_numbers * sizeof(T);
-    in_row = reinterpret_cast<uintptr_t>(at) % alignof(T) == 0 &&
-             reinterpret_cast<uintptr_t>(stages) % alignof(T) == 0;
+    in_row = reinterpret_cast<uintptr_t>(at) % alignof(T) == 0;  // so are the others
     if (in_row) {
-      recorded = {reinterpret_cast<const T*>(at), reinterpret_cast<const T*>(stages), jumps,
-                  h.n_stage_numbers, h.n_jumps};
+      recorded = {reinterpret_cast<const T*>(at), reinterpret_cast<const T*>(checkpoints),
+                  reinterpret_cast<const T*>(stages), jumps, h.n_stage_numbers, h.n_jumps,
+                  h.spacing};
     } else {
       copy_in(at, h.n_records, records);
+      copy_in(checkpoints, h.n_states, states);
       copy_in(stages, h.n_stage_numbers, stage_records);
       copy_in(jumps, h.n_jumps, is_jump);
+      spacing = h.spacing;
     }
     opt_terminal = (h.flags & 1u) != 0;
     seen = (h.flags & 2u) != 0;
@@ -351,9 +378,10 @@ struct Adjoint {
   // into `lambda`, then end_backward (ȳ0; p̄ is what the vjps accumulated).
   void begin_backward(const Trajectory<T>& tr, const T* ys_bar, const T* event_bar) {
     if (!in_row) {
-      recorded = {records.data(), stage_records.data(), is_jump.data(), stage_records.size(),
-                  is_jump.size()};
+      recorded = {records.data(), states.data(), stage_records.data(), is_jump.data(),
+                  stage_records.size(), is_jump.size(), spacing};
     }
+    window_first = -1;
     sweep.tr = tr;
     sweep.ys_bar = ys_bar;
     sweep.event_bar = event_bar;
@@ -398,7 +426,7 @@ struct Adjoint {
       const int64_t r = --sweep.r;
       const T* rec = recorded.records + r * stride;
       const T t = rec[0], h = rec[1], end = rec[2];
-      const T* y = rec + 3;
+      const T* y = state_of(r);
       if (recorded.is_jump[r]) {
         // Saves after the stop recorded the jumped state; those at it, the state before.
         if (j >= 1 && tr.t_span[j] > t) {
@@ -512,13 +540,76 @@ struct Adjoint {
   }
 
   void push(bool jump, T t, T h, T end, const T* y) {
+    const int64_t r = static_cast<int64_t>(is_jump.size());
     const size_t at = records.size();
     records.resize(at + stride);
     records[at] = t;
     records[at + 1] = h;
     records[at + 2] = end;
-    for (int i = 0; i < n; ++i) records[at + 3 + i] = y[i];
     is_jump.push_back(jump ? 1 : 0);
+    if (r % spacing != 0) return;
+    if (states.size() + n > state_limit && states.size() >= 2 * size_t(n)) {
+      thin();
+      if (r % spacing != 0) return;
+    }
+    states.insert(states.end(), y, y + n);
+  }
+  // Every other checkpoint dropped (the first kept): spacing doubles.
+  void thin() {
+    const size_t kept = (states.size() / n + 1) / 2;
+    for (size_t c = 1; c < kept; ++c) {
+      for (int i = 0; i < n; ++i) states[c * n + i] = states[2 * c * n + i];
+    }
+    states.resize(kept * n);
+    spacing *= 2;
+  }
+
+  // The states of the records in the window being swept: from its checkpoint, by replay().
+  std::vector<T> window;
+  int64_t window_first = -1;  // its first record (-1: none)
+
+  // Record r's state: its checkpoint, or (replayed once per window) its window's.
+  const T* state_of(int64_t r) {
+    const int64_t s = recorded.spacing;
+    const int64_t first = r - r % s;
+    if (r == first) return recorded.states + (first / s) * n;
+    if (window_first != first) {
+      const int64_t last = first + s <= static_cast<int64_t>(recorded.n_jumps)
+                               ? first + s - 1 : static_cast<int64_t>(recorded.n_jumps) - 1;
+      replay(first, last);
+    }
+    return window.data() + (r - first) * n;
+  }
+
+  // The states of records (first, last] into the window, from record first's checkpoint: each
+  // step taken again with its recorded t and h by the method itself, each jump applied, so the
+  // states are the recorded solve's bit for bit. What a step carries to the next (a FSAL
+  // tableau's last stage, f at the new state and t + h) is what init() at the next step's start
+  // computes, since a step that does not land on a stop or the end ends at t + h; the recorded
+  // solve restarted its stepper (init) at the start and after every stop.
+  void replay(int64_t first, int64_t last) {
+    window.resize(static_cast<size_t>(last - first + 1) * n);
+    const T* p = sweep.tr.p;
+    const T* checkpoint = recorded.states + (first / recorded.spacing) * n;
+    for (int i = 0; i < n; ++i) window[i] = checkpoint[i];
+    Stepper<Model, T> stepper;
+    T err[n];
+    for (int64_t q = first; q < last; ++q) {
+      const T* rec = recorded.records + q * stride;
+      const T* y = window.data() + (q - first) * n;
+      T* next = window.data() + (q + 1 - first) * n;
+      if (recorded.is_jump[q]) {
+        if constexpr (has_jump<Model>()) Model::template jump<T>(y, rec[0], p, next);
+        continue;
+      }
+      // A fresh start after a stop (just right of it, past the step's end) or a jump.
+      if (q == first || recorded.is_jump[q - 1] || rec[0] != rec[2 - stride]) {
+        stepper.init(y, rec[0], p);
+      }
+      stepper.step(y, rec[0], rec[1], p, next, err);
+      stepper.accept();
+    }
+    window_first = first;
   }
 };
 

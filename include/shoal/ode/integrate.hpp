@@ -50,6 +50,8 @@ struct IntegrateOptions {
   bool estimate_first_step = false;  // see integrate(): the heuristic's bound on the first step
   bool event_terminal = true;
   int event_direction = 0;  // +1: rising crossings only, −1: falling only, 0: both
+  // Bytes of checkpoint states an adjoint's recording keeps per trajectory (adjoint.hpp).
+  int64_t adjoint_memory = int64_t(4) << 20;
 
   // The run-time options in the solve's precision (once per ensemble slice, not per step).
   SHOAL_HD static IntegrateOptions from(const ShoalSolveOptions& o) {
@@ -62,6 +64,7 @@ struct IntegrateOptions {
     opt.estimate_first_step = o.first_step_estimate != 0;
     opt.event_terminal = o.event_terminal != 0;
     opt.event_direction = static_cast<int>(o.event_direction);
+    opt.adjoint_memory = o.adjoint_memory;
     return opt;
   }
 };

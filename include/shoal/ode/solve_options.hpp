@@ -14,20 +14,22 @@
 #include "shoal/config.hpp"
 
 // X(type, name, default, meaning)
-#define SHOAL_SOLVE_OPTION_FIELDS(X)                                                  \
-  X(double, rtol, 1e-8, "relative tolerance")                                         \
-  X(double, atol, 1e-8, "absolute tolerance")                                         \
-  X(double, max_step, -1.0, "largest step; <= 0: unbounded")                          \
-  X(double, pcoeff, 0.0, "PID proportional gain")                                     \
-  X(double, icoeff, 1.0, "PID integral gain")                                         \
-  X(double, dcoeff, 0.0, "PID derivative gain")                                       \
-  X(double, factor_min, 0.2, "smallest step-size factor per attempt")                 \
-  X(double, factor_max, 10.0, "largest step-size factor after an accepted step")      \
-  X(int64_t, max_steps, 100000, "step attempts (accepted + rejected) per trajectory") \
+#define SHOAL_SOLVE_OPTION_FIELDS(X)                                                          \
+  X(double, rtol, 1e-8, "relative tolerance")                                                 \
+  X(double, atol, 1e-8, "absolute tolerance")                                                 \
+  X(double, max_step, -1.0, "largest step; <= 0: unbounded")                                  \
+  X(double, pcoeff, 0.0, "PID proportional gain")                                             \
+  X(double, icoeff, 1.0, "PID integral gain")                                                 \
+  X(double, dcoeff, 0.0, "PID derivative gain")                                               \
+  X(double, factor_min, 0.2, "smallest step-size factor per attempt")                         \
+  X(double, factor_max, 10.0, "largest step-size factor after an accepted step")              \
+  X(int64_t, max_steps, 100000, "step attempts (accepted + rejected) per trajectory")         \
   X(int64_t, error_components, 0, "the error norm covers components [0, this) only; 0 = all") \
   X(int64_t, event_terminal, 1, "an event stops its trajectory")                              \
   X(int64_t, event_direction, 0, "crossings counted: +1 rising, -1 falling, 0 both")          \
-  X(int64_t, first_step_estimate, 0, "a joint solve: bound the default first step (integrate.hpp)")
+  X(int64_t, first_step_estimate, 0,                                                          \
+    "a joint solve: bound the default first step (integrate.hpp)")                            \
+  X(int64_t, adjoint_memory, 4194304, "an adjoint recording's most bytes of states")
 
 extern "C" {
 
