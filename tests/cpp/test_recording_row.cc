@@ -223,12 +223,14 @@ TEST(RecordingRow, ARowOfAnotherTrajectoryIsSolvedAgain) {
   }
 }
 
-// Poly whose vjp does not run in the lanes: its backward sweeps one at a time.
+// Poly whose vjp does not run in the lanes: its sweeps side by side evaluate their steps on
+// the lanes and transpose them one at a time.
 struct PolyScalarVjp : Poly {
   static constexpr bool vjp_in_lanes = false;
 };
 
-// In the lanes, with the backward sweeps side by side (batched) or one at a time: rows that fit, rows that never fit, and one row of another trajectory.
+// In the lanes, with the backward sweeps side by side (batched), their products on the lanes or
+// not: rows that fit, rows that never fit, and one row of another trajectory.
 template <class Model>
 void lanes_record_then_adjoint() {
   constexpr int W = 4;
@@ -271,10 +273,10 @@ TEST(RecordingRow, InTheLanesWithBatchedSweepsTheSameBits) {
   lanes_record_then_adjoint<Poly>();
 }
 
-TEST(RecordingRow, InTheLanesWithSweepsOneAtATimeTheSameBits) {
-  static_assert(!shoal::ode::AdjointLanes<Tsit5, Tsit5, ExplicitStepAdjoint, PolyScalarVjp,
-                                          double, 4>::batched,
-                "PolyScalarVjp's sweeps run one at a time");
+TEST(RecordingRow, InTheLanesWithScalarProductsTheSameBits) {
+  using A = shoal::ode::AdjointLanes<Tsit5, Tsit5, ExplicitStepAdjoint, PolyScalarVjp, double, 4>;
+  static_assert(A::batched && !shoal::ode::products_in_lanes<typename A::A>(),
+                "PolyScalarVjp's steps are evaluated on the lanes, its products one at a time");
   lanes_record_then_adjoint<PolyScalarVjp>();
 }
 

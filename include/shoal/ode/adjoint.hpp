@@ -54,6 +54,15 @@
 namespace shoal {
 namespace ode {
 
+// Whether any of x[0 … count) is nonzero (a stage's cotangent: a zero one is skipped).
+template <class T>
+bool any_nonzero(const T* x, int count) {
+  for (int i = 0; i < count; ++i) {
+    if (x[i] != T(0)) return true;
+  }
+  return false;
+}
+
 // The products of the model's vector-Jacobian functions. Each writes its ∂/∂y part and adds
 // its ∂/∂p part to what `out` holds behind it (shoal/ode/_codegen/vjp.py): there p̄ accumulates
 // over the whole backward sweep, and a product touching a few entries of a large table costs a

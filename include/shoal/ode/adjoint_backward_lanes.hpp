@@ -4,8 +4,10 @@
 //
 // Each trajectory's sweep keeps its own bookkeeping, scalar, as adjoint.hpp runs it (saves,
 // events, jumps, its records of steps and stages); what runs together is, per method:
-//  - explicit (ExplicitStepAdjoint::transpose_lanes): the transposes of the steps, where f's vjp
-//    is called at every stage (a neural network's right-hand side: nearly all of the backward
+//  - explicit: the steps' evaluations again (ExplicitStepAdjoint::prepare_lanes: the stage
+//    points, and f where a stage was not recorded, on lanes for W of them, each lane stored in
+//    its trajectory's step), and (ExplicitStepAdjoint::transpose_lanes) the transposes of the
+//    steps, where f's vjp is called at every stage (a neural network's right-hand side: nearly all of the backward
 //    pass). Lane l holds trajectory l's stage point, cotangent and p̄ (the lanes' own copy of
 //    the model's vjp accumulates each lane's p̄ in the scalar sweep's order). A lane whose stage
 //    the scalar sweep would skip (its cotangent all zeros, a stage its step does not use, a
@@ -191,16 +193,20 @@ struct BackwardLanes {
       Step* steps[W] = {};
       const T* start[W] = {};
       const T* params[W] = {};
+      const T* stages[W] = {};
       T t[W] = {}, h[W] = {};
+      bool dense[W] = {};
       for (int l = 0; l < count; ++l) {
         if (!pending[l]) continue;
         steps[l] = &adjoint[l]->step;
         start[l] = next[l].y;
         t[l] = next[l].t;
         h[l] = next[l].h;
+        dense[l] = next[l].dense;
+        stages[l] = next[l].stages;
         params[l] = adjoint[l]->sweep_params();
       }
-      Step::prepare_lanes(steps, start, t, h, params, *stepper, p.data());
+      Step::prepare_lanes(steps, start, t, h, dense, stages, params, *stepper, p.data());
     }
   }
 

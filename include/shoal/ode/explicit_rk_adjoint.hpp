@@ -26,10 +26,10 @@ struct ExplicitStepAdjoint {
   using Tab = typename Stepper<Model, T>::Tableau;
   static constexpr int n = Model::n_vars;
   static constexpr int last = Tab::stages - 1;
-  // transpose_lanes below, where f's vjp runs on lanes; the steps are evaluated one at a time
-  // (from their recorded stages, mostly).
+  // transpose_lanes below, where f's vjp runs on lanes; prepare_lanes evaluates W steps at once
+  // (f on lanes where a stage was not recorded).
   static constexpr bool transposes_in_lanes = has_lane_vjp<Model>();
-  static constexpr bool prepares_in_lanes = false;
+  static constexpr bool prepares_in_lanes = true;
 
   T point[Tab::dense_stages][n], k[Tab::dense_stages][n], k_bar[Tab::dense_stages][n];
   T y_bar[n];
@@ -59,17 +59,76 @@ struct ExplicitStepAdjoint {
     h = h_step;
     used = dense ? Tab::dense_stages : Tab::stages;
     for (int s = 0; s < used; ++s) {
-      for (int i = 0; i < n; ++i) {
-        T acc = T(0);
-        for (int l = 0; l < s; ++l) {
-          if (Tab::a(s, l) != 0.0) acc += T(Tab::a(s, l)) * k[l][i];
-        }
-        point[s][i] = y[i] + h * acc;
-      }
+      stage_point(s, y, h, k, point[s]);
       if (stages != nullptr && s < Tab::stages) {
         for (int i = 0; i < n; ++i) k[s][i] = stages[s * n + i];
       } else {
         Model::template rhs<T>(point[s], t + T(Tab::c(s)) * h, p, k[s]);
+      }
+    }
+  }
+
+  // Y_s = y + h Σ_{l<s} a_sl k_l (the engine's sum, term by term in the same order), for
+  // scalars or lanes.
+  template <class U>
+  static void stage_point(int s, const U* y, const U& h, const U (*ks)[n], U* out) {
+    U acc[n];
+    for (int i = 0; i < n; ++i) acc[i] = U(T(0));
+    for (int l = 0; l < s; ++l) {
+      const double a = Tab::a(s, l);
+      if (a != 0.0)
+        for (int i = 0; i < n; ++i) acc[i] += U(T(a)) * ks[l][i];
+    }
+    for (int i = 0; i < n; ++i) out[i] = y[i] + h * acc[i];
+  }
+
+  // prepare() of up to W steps at once (steps[l]: lane l's, or null; p: each lane's parameters):
+  // the stage points on lanes, f on lanes at each stage some lane did not record, each lane's
+  // results then stored in its step: the scalar prepare's bits (lanes compute as scalars do). A
+  // lane without a step evaluates the first one's again (defined values, unread). (The scalar
+  // parameters and the lanes stepper are the Rosenbrock steps'; unused here.)
+  template <class LanesStepper, class L>
+  static void prepare_lanes(ExplicitStepAdjoint* const* steps, const T* const* start,
+                            const T* t, const T* h, const bool* dense, const T* const* stages,
+                            const T* const*, LanesStepper&, const L* p) {
+    constexpr int W = lane_count<L>();
+    int first = 0;
+    while (steps[first] == nullptr) ++first;
+    int most = 0;
+    L y_l[n], t_l, h_l;
+    for (int l = 0; l < W; ++l) {
+      const int from = steps[l] != nullptr ? l : first;
+      for (int i = 0; i < n; ++i) y_l[i].set(l, start[from][i]);
+      t_l.set(l, t[from]);
+      h_l.set(l, h[from]);
+      if (steps[l] == nullptr) continue;
+      ExplicitStepAdjoint& st = *steps[l];
+      st.y = start[l];
+      st.t = t[l];
+      st.h = h[l];
+      st.used = dense[l] ? Tab::dense_stages : Tab::stages;
+      if (st.used > most) most = st.used;
+    }
+    L k_l[Tab::dense_stages][n], point_l[n];
+    for (int s = 0; s < most; ++s) {
+      stage_point(s, y_l, h_l, k_l, point_l);
+      bool evaluate = false;
+      for (int l = 0; l < W; ++l) {
+        evaluate = evaluate || (steps[l] != nullptr && s < steps[l]->used &&
+                                (stages[l] == nullptr || s >= Tab::stages));
+      }
+      if (evaluate) Model::template rhs<L>(point_l, t_l + L(T(Tab::c(s))) * h_l, p, k_l[s]);
+      for (int l = 0; l < W; ++l) {
+        const int from = steps[l] != nullptr ? l : first;
+        if (stages[from] != nullptr && s < Tab::stages) {
+          for (int i = 0; i < n; ++i) k_l[s][i].set(l, stages[from][s * n + i]);
+        }
+        if (steps[l] == nullptr || s >= steps[l]->used) continue;
+        ExplicitStepAdjoint& st = *steps[l];
+        for (int i = 0; i < n; ++i) {
+          st.point[s][i] = point_l[i][l];
+          st.k[s][i] = k_l[s][i][l];
+        }
       }
     }
   }
@@ -82,13 +141,14 @@ struct ExplicitStepAdjoint {
   }
 
   void end_state(T* out) const {
-    for (int i = 0; i < n; ++i) {
-      T acc = T(0);
-      for (int s = 0; s < Tab::stages; ++s) {
-        if (end_weight(s) != 0.0) acc += T(end_weight(s)) * k[s][i];
-      }
-      out[i] = y[i] + h * acc;
+    T acc[n];
+    for (int i = 0; i < n; ++i) acc[i] = T(0);
+    for (int s = 0; s < Tab::stages; ++s) {
+      const double w = end_weight(s);
+      if (w != 0.0)
+        for (int i = 0; i < n; ++i) acc[i] += T(w) * k[s][i];
     }
+    for (int i = 0; i < n; ++i) out[i] = y[i] + h * acc[i];
   }
 
   // The continuous extension's weights b_s(θ).
@@ -101,15 +161,14 @@ struct ExplicitStepAdjoint {
   }
 
   void dense_state(T theta, T* out) const {
-    T bt[Tab::dense_stages];
+    T bt[Tab::dense_stages], acc[n];
     dense_weights(theta, bt);
-    for (int i = 0; i < n; ++i) {
-      T acc = T(0);
-      for (int s = 0; s < Tab::dense_stages; ++s) {
-        if (bt[s] != T(0)) acc += bt[s] * k[s][i];
-      }
-      out[i] = y[i] + h * acc;
+    for (int i = 0; i < n; ++i) acc[i] = T(0);
+    for (int s = 0; s < Tab::dense_stages; ++s) {
+      if (bt[s] != T(0))
+        for (int i = 0; i < n; ++i) acc[i] += bt[s] * k[s][i];
     }
+    for (int i = 0; i < n; ++i) out[i] = y[i] + h * acc[i];
   }
 
   void clear() {
@@ -139,9 +198,7 @@ struct ExplicitStepAdjoint {
   template <class Vjps>
   void transpose(Vjps& vjps, T* out) {
     for (int s = used - 1; s >= 0; --s) {
-      bool any = false;
-      for (int i = 0; i < n; ++i) any = any || k_bar[s][i] != T(0);
-      if (!any) continue;
+      if (!any_nonzero(k_bar[s], n)) continue;
       T u[n];
       vjps.rhs(point[s], t + T(Tab::c(s)) * h, k_bar[s], u);
       for (int i = 0; i < n; ++i) y_bar[i] += u[i];
@@ -175,7 +232,7 @@ struct ExplicitStepAdjoint {
       int first = -1;
       for (int l = 0; l < W; ++l) {
         if (steps[l] == nullptr || s >= steps[l]->used) continue;
-        for (int i = 0; i < n; ++i) needs[l] = needs[l] || steps[l]->k_bar[s][i] != T(0);
+        needs[l] = any_nonzero(steps[l]->k_bar[s], n);
         if (needs[l] && first < 0) first = l;
       }
       if (first < 0) continue;

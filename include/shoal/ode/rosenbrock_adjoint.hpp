@@ -76,11 +76,12 @@ struct RosenbrockStepAdjoint {
   // start[l] at t[l] of size h[l] with its trajectory's parameters params[l], by one step of
   // `lanes` (this method's stepper on lanes; p: each lane's parameters), each lane's then
   // loaded into its trajectory's stepper: the scalar step's bits (lanes compute as scalars do).
-  // A lane without a step steps the first one's again (defined values, unread).
+  // A lane without a step steps the first one's again (defined values, unread). (Whether a
+  // dense output is needed, and recorded stages, are the explicit steps'; unused here.)
   template <class LanesStepper, class L>
   static void prepare_lanes(RosenbrockStepAdjoint* const* steps, const T* const* start,
-                            const T* t, const T* h, const T* const* params, LanesStepper& lanes,
-                            const L* p) {
+                            const T* t, const T* h, const bool*, const T* const*,
+                            const T* const* params, LanesStepper& lanes, const L* p) {
     constexpr int W = lane_count<L>();
     int first = 0;
     while (steps[first] == nullptr) ++first;
@@ -175,7 +176,7 @@ struct RosenbrockStepAdjoint {
       int first = -1;
       for (int l = 0; l < W; ++l) {
         if (steps[l] == nullptr) continue;
-        for (int i = 0; i < n; ++i) needs[l] = needs[l] || steps[l]->k_bar[s][i] != T(0);
+        needs[l] = any_nonzero(steps[l]->k_bar[s], n);
         if (needs[l] && first < 0) first = l;
       }
       if (first < 0) continue;
@@ -234,9 +235,7 @@ struct RosenbrockStepAdjoint {
   template <class Vjps>
   void transpose(Vjps& vjps, T* out) {
     for (int s = last; s >= 0; --s) {
-      bool any = false;
-      for (int i = 0; i < n; ++i) any = any || k_bar[s][i] != T(0);
-      if (!any) continue;
+      if (!any_nonzero(k_bar[s], n)) continue;
       T r_bar[n], part[n];
       for (int i = 0; i < n; ++i) r_bar[i] = k_bar[s][i];
       stepper.system.M.solve_transposed(r_bar);
