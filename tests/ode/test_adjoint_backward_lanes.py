@@ -470,8 +470,8 @@ def test_steps_evaluated_on_the_lanes_mix_recorded_and_evaluated_stages(method):
     # a worker's 2W recordings: 9 000 to 19 000 Tsit5 steps of this 2-variable model, fewer of
     # Vern7's): member 1 (k = 20 000, stability-bound steps) takes over 30 000, the others
     # hundreds, so the lanes that evaluate their steps together have their stages recorded in
-    # some lanes (member 0's, lane 0) and evaluated by f in others. Saves inside steps need the dense output (Vern7's
-    # extra stages).
+    # some lanes (member 0's, lane 0) and evaluated by f in others. Saves inside steps need the
+    # dense output (Vern7's extra stages).
     def decay(y, t, k):
         return jnp.stack([-k[0] * y[0] + jnp.sin(t) * y[1], -k[1] * y[1]])
 
