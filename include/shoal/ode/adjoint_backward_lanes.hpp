@@ -82,6 +82,10 @@ struct BackwardLanes {
   std::vector<L> p = std::vector<L>(lane_steps ? (n_params > 0 ? n_params : 1) : 0);
   std::unique_ptr<LanesStepper<Model, L>> stepper{lane_steps ? new LanesStepper<Model, L>()
                                                              : nullptr};
+  // What the method's prepare_lanes leaves for its transpose_lanes (the explicit steps' stage
+  // points on lanes).
+  std::unique_ptr<typename Step::template LaneWork<L>> work{
+      new typename Step::template LaneWork<L>()};
 
   // SharedParamRow<Model, T>::row for the lifetime of one run(): the row of shared parameters
   // the trajectories m[0 … count) all read, else null; then what it was (the forward solve's).
@@ -206,7 +210,7 @@ struct BackwardLanes {
         stages[l] = next[l].stages;
         params[l] = adjoint[l]->sweep_params();
       }
-      Step::prepare_lanes(steps, start, t, h, dense, stages, params, *stepper, p.data());
+      Step::prepare_lanes(steps, start, t, h, dense, stages, params, *stepper, p.data(), *work);
     }
   }
 
@@ -220,7 +224,7 @@ struct BackwardLanes {
         steps[l] = &adjoint[l]->step;
         lambdas[l] = adjoint[l]->lambda;
       }
-      Step::template transpose_lanes<L>(steps, *vjps, stepper.get(), lambdas);
+      Step::template transpose_lanes<L>(steps, *vjps, stepper.get(), *work, lambdas);
     } else {
       for (int l = 0; l < count; ++l) {
         if (pending[l]) adjoint[l]->step.transpose(adjoint[l]->vjps, adjoint[l]->lambda);

@@ -82,15 +82,24 @@ struct ExplicitStepAdjoint {
     for (int i = 0; i < n; ++i) out[i] = y[i] + h * acc[i];
   }
 
+  // What prepare_lanes leaves on the lanes for transpose_lanes: the stage points of the W steps
+  // it evaluated (lane l's step's stage s at point[s], lane l), so that they are not stored in
+  // each step and gathered back.
+  template <class L>
+  struct LaneWork {
+    L point[Tab::dense_stages][n];
+  };
+
   // prepare() of up to W steps at once (steps[l]: lane l's, or null; p: each lane's parameters):
   // the stage points on lanes, f on lanes at each stage some lane did not record, each lane's
-  // results then stored in its step: the scalar prepare's bits (lanes compute as scalars do). A
-  // lane without a step evaluates the first one's again (defined values, unread). (The scalar
+  // stages then stored in its step and the points kept in `work` (and in each step too where
+  // the transposes run one at a time): the scalar prepare's bits (lanes compute as scalars do).
+  // A lane without a step evaluates the first one's again (defined values, unread). (The scalar
   // parameters and the lanes stepper are the Rosenbrock steps'; unused here.)
   template <class LanesStepper, class L>
   static void prepare_lanes(ExplicitStepAdjoint* const* steps, const T* const* start,
                             const T* t, const T* h, const bool* dense, const T* const* stages,
-                            const T* const*, LanesStepper&, const L* p) {
+                            const T* const*, LanesStepper&, const L* p, LaneWork<L>& work) {
     constexpr int W = lane_count<L>();
     int first = 0;
     while (steps[first] == nullptr) ++first;
@@ -109,8 +118,9 @@ struct ExplicitStepAdjoint {
       st.used = dense[l] ? Tab::dense_stages : Tab::stages;
       if (st.used > most) most = st.used;
     }
-    L k_l[Tab::dense_stages][n], point_l[n];
+    L k_l[Tab::dense_stages][n];
     for (int s = 0; s < most; ++s) {
+      L* point_l = work.point[s];
       stage_point(s, y_l, h_l, k_l, point_l);
       bool evaluate = false;
       for (int l = 0; l < W; ++l) {
@@ -125,9 +135,9 @@ struct ExplicitStepAdjoint {
         }
         if (steps[l] == nullptr || s >= steps[l]->used) continue;
         ExplicitStepAdjoint& st = *steps[l];
-        for (int i = 0; i < n; ++i) {
-          st.point[s][i] = point_l[i][l];
-          st.k[s][i] = k_l[s][i][l];
+        for (int i = 0; i < n; ++i) st.k[s][i] = k_l[s][i][l];
+        if constexpr (!transposes_in_lanes) {
+          for (int i = 0; i < n; ++i) st.point[s][i] = point_l[i][l];
         }
       }
     }
@@ -211,22 +221,23 @@ struct ExplicitStepAdjoint {
     for (int i = 0; i < n; ++i) out[i] = y_bar[i];
   }
 
-  // transpose() of up to W steps at once (steps[l]: lane l's, or null): at each stage, one
-  // product on SIMD lanes (LaneVjps: ModelVjps over L = simd::Lanes<T, W>) for the lanes whose
-  // stage the scalar transpose would evaluate, each lane's results then used as the scalar loop
-  // uses them (so each trajectory gets the scalar path's bits). A lane that would skip the
-  // stage gets a zero cotangent at another lane's stage point; its p̄ changes only where that
-  // product is not finite (adjoint_backward_lanes.hpp). Lane l's start cotangent goes to
-  // out[l]. (The lanes stepper is the Rosenbrock transposes'; unused here.)
+  // transpose() of up to W steps at once (steps[l]: lane l's, or null), the steps prepare_lanes
+  // evaluated last (their stage points in `work`): at each stage, one product on SIMD lanes
+  // (LaneVjps: ModelVjps over L = simd::Lanes<T, W>) for the lanes whose stage the scalar
+  // transpose would evaluate, each lane's results then used as the scalar loop uses them (so
+  // each trajectory gets the scalar path's bits). A lane that would skip the stage gets a zero
+  // cotangent at another lane's stage point; its p̄ changes only where that product is not
+  // finite (adjoint_backward_lanes.hpp). Lane l's start cotangent goes to out[l]. (The lanes
+  // stepper is the Rosenbrock transposes'; unused here.)
   template <class L, class LaneVjps, class LanesStepper>
   static void transpose_lanes(ExplicitStepAdjoint* const* steps, LaneVjps& vjps,
-                              const LanesStepper*, T* const* out) {
+                              const LanesStepper*, LaneWork<L>& work, T* const* out) {
     constexpr int W = lane_count<L>();
     int most = 0;
     for (int l = 0; l < W; ++l) {
       if (steps[l] != nullptr && steps[l]->used > most) most = steps[l]->used;
     }
-    L point_l[n], t_l, w_l[n], u_l[n];
+    L t_l, w_l[n], u_l[n];
     for (int s = most - 1; s >= 0; --s) {
       bool needs[W] = {};
       int first = -1;
@@ -236,11 +247,16 @@ struct ExplicitStepAdjoint {
         if (needs[l] && first < 0) first = l;
       }
       if (first < 0) continue;
+      L* point_l = work.point[s];
       for (int l = 0; l < W; ++l) {
         const ExplicitStepAdjoint& st = *steps[needs[l] ? l : first];
-        for (int i = 0; i < n; ++i) {
-          point_l[i].set(l, st.point[s][i]);
-          w_l[i].set(l, needs[l] ? st.k_bar[s][i] : T(0));
+        if (needs[l]) {
+          for (int i = 0; i < n; ++i) w_l[i].set(l, st.k_bar[s][i]);
+        } else {
+          for (int i = 0; i < n; ++i) {
+            point_l[i].set(l, point_l[i][first]);
+            w_l[i].set(l, T(0));
+          }
         }
         t_l.set(l, st.t + T(Tab::c(s)) * st.h);
       }

@@ -78,10 +78,15 @@ struct RosenbrockStepAdjoint {
   // loaded into its trajectory's stepper: the scalar step's bits (lanes compute as scalars do).
   // A lane without a step steps the first one's again (defined values, unread). (Whether a
   // dense output is needed, and recorded stages, are the explicit steps'; unused here.)
+  // Nothing is passed from prepare_lanes to transpose_lanes beside the lanes stepper.
+  template <class L>
+  struct LaneWork {};
+
   template <class LanesStepper, class L>
   static void prepare_lanes(RosenbrockStepAdjoint* const* steps, const T* const* start,
                             const T* t, const T* h, const bool*, const T* const*,
-                            const T* const* params, LanesStepper& lanes, const L* p) {
+                            const T* const* params, LanesStepper& lanes, const L* p,
+                            LaneWork<L>&) {
     constexpr int W = lane_count<L>();
     int first = 0;
     while (steps[first] == nullptr) ++first;
@@ -168,7 +173,7 @@ struct RosenbrockStepAdjoint {
   // (adjoint_backward_lanes.hpp). Lane l's start cotangent goes to out[l].
   template <class L, class LaneVjps, class LanesStepper>
   static void transpose_lanes(RosenbrockStepAdjoint* const* steps, LaneVjps& vjps,
-                              const LanesStepper* lanes, T* const* out) {
+                              const LanesStepper* lanes, LaneWork<L>&, T* const* out) {
     constexpr int W = lane_count<L>();
     L r_l[n], y_l[n], t_l, k_l[n], tau_l, u_l[n], tc_l, part_l[n];
     for (int s = last; s >= 0; --s) {
