@@ -417,12 +417,14 @@ struct Adjoint {
   }
 
   // An accepted step to evaluate again: its start state, time and size, whether its dense output
-  // is needed, and its recorded stages (or nullptr).
+  // is needed, its recorded stages (or nullptr), and whether it serves saves (whose states
+  // prepared() forms from its stages: else only its stage points are read, by its transpose).
   struct StepToPrepare {
     const T* y;
     T t, h;
     bool dense;
     const T* stages;
+    bool serves_saves;
   };
 
   // The records down to the next accepted step (jumps transposed on the way): the step to
@@ -457,8 +459,8 @@ struct Adjoint {
       const int64_t number = --sweep.step_number;
       sweep.at = {t, h, inside, before, event_here, event_inside};
       *out = {y, t, h, inside > before || event_inside,
-              number < sweep.with_stages ? recorded.stages + number * Step::recorded
-                                         : nullptr};
+              number < sweep.with_stages ? recorded.stages + number * Step::recorded : nullptr,
+              j > before};
       return true;
     }
     return false;

@@ -199,7 +199,7 @@ struct BackwardLanes {
       const T* params[W] = {};
       const T* stages[W] = {};
       T t[W] = {}, h[W] = {};
-      bool dense[W] = {};
+      bool dense[W] = {}, keep[W] = {};
       for (int l = 0; l < count; ++l) {
         if (!pending[l]) continue;
         steps[l] = &adjoint[l]->step;
@@ -207,10 +207,12 @@ struct BackwardLanes {
         t[l] = next[l].t;
         h[l] = next[l].h;
         dense[l] = next[l].dense;
+        keep[l] = next[l].serves_saves;
         stages[l] = next[l].stages;
         params[l] = adjoint[l]->sweep_params();
       }
-      Step::prepare_lanes(steps, start, t, h, dense, stages, params, *stepper, p.data(), *work);
+      Step::prepare_lanes(steps, start, t, h, dense, stages, keep, params, *stepper, p.data(),
+                          *work);
     }
   }
 

@@ -91,15 +91,17 @@ struct ExplicitStepAdjoint {
   };
 
   // prepare() of up to W steps at once (steps[l]: lane l's, or null; p: each lane's parameters):
-  // the stage points on lanes, f on lanes at each stage some lane did not record, each lane's
-  // stages then stored in its step and the points kept in `work` (and in each step too where
-  // the transposes run one at a time): the scalar prepare's bits (lanes compute as scalars do).
-  // A lane without a step evaluates the first one's again (defined values, unread). (The scalar
-  // parameters and the lanes stepper are the Rosenbrock steps'; unused here.)
+  // the stage points on lanes, f on lanes at each stage some lane did not record, the points
+  // kept in `work` (and stored in each step too where the transposes run one at a time), each
+  // lane's stages stored in its step where it serves saves (keep[l]; the end state and the
+  // dense output read them, the transpose does not): the scalar prepare's bits (lanes compute
+  // as scalars do). A lane without a step evaluates the first one's again (defined values,
+  // unread). (The scalar parameters and the lanes stepper are the Rosenbrock steps'; unused.)
   template <class LanesStepper, class L>
   static void prepare_lanes(ExplicitStepAdjoint* const* steps, const T* const* start,
                             const T* t, const T* h, const bool* dense, const T* const* stages,
-                            const T* const*, LanesStepper&, const L* p, LaneWork<L>& work) {
+                            const bool* keep, const T* const*, LanesStepper&, const L* p,
+                            LaneWork<L>& work) {
     constexpr int W = lane_count<L>();
     int first = 0;
     while (steps[first] == nullptr) ++first;
@@ -135,7 +137,9 @@ struct ExplicitStepAdjoint {
         }
         if (steps[l] == nullptr || s >= steps[l]->used) continue;
         ExplicitStepAdjoint& st = *steps[l];
-        for (int i = 0; i < n; ++i) st.k[s][i] = k_l[s][i][l];
+        if (keep[l]) {
+          for (int i = 0; i < n; ++i) st.k[s][i] = k_l[s][i][l];
+        }
         if constexpr (!transposes_in_lanes) {
           for (int i = 0; i < n; ++i) st.point[s][i] = point_l[i][l];
         }

@@ -77,7 +77,8 @@ struct RosenbrockStepAdjoint {
   // `lanes` (this method's stepper on lanes; p: each lane's parameters), each lane's then
   // loaded into its trajectory's stepper: the scalar step's bits (lanes compute as scalars do).
   // A lane without a step steps the first one's again (defined values, unread). (Whether a
-  // dense output is needed, and recorded stages, are the explicit steps'; unused here.)
+  // dense output is needed, recorded stages and whether a step serves saves are the explicit
+  // steps'; unused here.)
   // Nothing is passed from prepare_lanes to transpose_lanes beside the lanes stepper.
   template <class L>
   struct LaneWork {};
@@ -85,8 +86,8 @@ struct RosenbrockStepAdjoint {
   template <class LanesStepper, class L>
   static void prepare_lanes(RosenbrockStepAdjoint* const* steps, const T* const* start,
                             const T* t, const T* h, const bool*, const T* const*,
-                            const T* const* params, LanesStepper& lanes, const L* p,
-                            LaneWork<L>&) {
+                            const bool*, const T* const* params, LanesStepper& lanes,
+                            const L* p, LaneWork<L>&) {
     constexpr int W = lane_count<L>();
     int first = 0;
     while (steps[first] == nullptr) ++first;
