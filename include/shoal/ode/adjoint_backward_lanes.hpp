@@ -5,9 +5,10 @@
 // Each trajectory's sweep keeps its own bookkeeping, scalar, as adjoint.hpp runs it (saves,
 // events, jumps, its records of steps and stages); what runs together is, per method:
 //  - explicit: the steps' evaluations again (ExplicitStepAdjoint::prepare_lanes: the stage
-//    points, and f where a stage was not recorded, on lanes for W of them, each lane stored in
-//    its trajectory's step), and (ExplicitStepAdjoint::transpose_lanes) the transposes of the
-//    steps, where f's vjp is called at every stage (a neural network's right-hand side: nearly all of the backward
+//    points, and f where a stage was not recorded, on lanes for W of them; the points stay on
+//    the lanes, the stages go to the steps that serve saves), and
+//    (ExplicitStepAdjoint::transpose_lanes) the transposes of the steps, where f's vjp is
+//    called at every stage (a neural network's right-hand side: nearly all of the backward
 //    pass). Lane l holds trajectory l's stage point, cotangent and p̄ (the lanes' own copy of
 //    the model's vjp accumulates each lane's p̄ in the scalar sweep's order). A lane whose stage
 //    the scalar sweep would skip (its cotangent all zeros, a stage its step does not use, a
