@@ -1,7 +1,18 @@
 import os
 
-import jax
-import pytest
+# XLA compiles every jitted function and every eager jax.numpy operation the tests run (over a
+# thousand per worker), about 35 ms each with its default pipeline: more of `make test`'s time
+# than shoal's own model builds. Its simpler emitters at backend level 0 take less than half
+# that. They only change how XLA compiles the tests' glue and references, never shoal's kernels
+# (custom calls compiled by shoal) or what the tests assert: `SHOAL_TEST_XLA_FLAGS=` (empty)
+# runs the suite with XLA's defaults. Read when JAX starts its backend, so set before that.
+TEST_XLA_FLAGS = os.environ.get(
+    "SHOAL_TEST_XLA_FLAGS",
+    "--xla_cpu_use_fusion_emitters=false --xla_backend_optimization_level=0")
+os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {TEST_XLA_FLAGS}".strip()
+
+import jax  # noqa: E402
+import pytest  # noqa: E402
 
 # The solver tests compare against float64 references; float32 cases pass float32 arrays
 # explicitly (shoal computes in the input's dtype either way).

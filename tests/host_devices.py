@@ -13,7 +13,8 @@ def environment(devices: int, *paths) -> dict:
     """The child's environment: CPU only, ``devices`` host devices, the repository and tests/ (and
     ``paths``) importable."""
     path = [str(ROOT), str(ROOT / "tests"), *map(str, paths), os.environ.get("PYTHONPATH", "")]
-    return dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}",
+    return dict(os.environ, XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} "
+                f"--xla_force_host_platform_device_count={devices}",
                 JAX_PLATFORMS="cpu", PYTHONPATH=os.pathsep.join(path))
 
 

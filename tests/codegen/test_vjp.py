@@ -123,7 +123,10 @@ def test_products_match_jax(name, t):
     _, pull = jax.vjp(directional, jnp.array(y), jnp.array(p))
     want = np.concatenate([np.asarray(x) for x in pull(jnp.array(w))])
     got = _call(lib.second, y, t, np.concatenate([p, v, [tau], w]), n, n + n_params)
-    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.max(np.abs(want)))
+    # ȳ sums about a thousand second-order terms: JAX's own value moves by 1.4e-12 max|want| with
+    # the order XLA sums them in (its pipeline at backend level 0 without fusion emitters against
+    # its default, measured on the deep network at t = 9), so the bound leaves it that room.
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-11 * np.max(np.abs(want)))
 
 
 def test_a_weights_cotangent_is_one_loop_nest():
