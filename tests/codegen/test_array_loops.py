@@ -91,3 +91,52 @@ def test_strided_operands_are_read_in_place(monkeypatch):
     np.testing.assert_array_equal(looped(y, 0.7, p), straight(y, 0.7, p))
     np.testing.assert_allclose(looped(y, 0.7, p), jax_eval(strided, y, 0.7, p, np.float64),
                                rtol=1e-13)
+
+
+def shifted(y, t, p):
+    """Lorenz-96's rolls, a concatenation with a zero padded on, a scalar placed among elements,
+    and p read at an offset: operands of a few contiguous runs each."""
+    padded = jnp.concatenate([jnp.zeros((1,), y.dtype), y[:-2], y[:1] * t])
+    return ((jnp.roll(y, -1) - jnp.roll(y, 2)) * jnp.roll(y, 1) - y + p[0]
+            + p[1:N + 1] * padded)
+
+
+def _blocks(y, sizes):
+    """y's blocks of ``sizes`` in reverse order: an operand of len(sizes) runs."""
+    ends = np.cumsum(sizes)
+    return jnp.concatenate([y[e - s:e] for s, e in zip(sizes, ends, strict=True)][::-1])
+
+
+def test_operands_of_a_few_runs_split_the_loop_instead_of_copying(monkeypatch):
+    # Rolls and concatenations are read where they lie, the loop split at the runs' ends; the
+    # same bits as the straight-line code in numbers and dual numbers, in the SIMD lanes.
+    rng = np.random.default_rng(3)
+    y, p = rng.normal(size=N), rng.normal(size=N + 1)
+    looped = CompiledModel(shifted, N, N + 1, np.float64)
+    source = looped.model.source
+    assert "local" not in source
+    assert "for (int i = 2; i < 39; ++i)" in source and "y[i - 2]" in source
+    assert looped.model.lane_arithmetic
+    jac = _jacobian(looped.model, y, p)
+    _straight_line(monkeypatch)
+    straight = CompiledModel(shifted, N, N + 1, np.float64)
+    np.testing.assert_array_equal(looped(y, 0.7, p), straight(y, 0.7, p))
+    np.testing.assert_array_equal(jac, _jacobian(straight.model, y, p))
+    np.testing.assert_allclose(looped(y, 0.7, p), jax_eval(shifted, y, 0.7, p, np.float64),
+                               rtol=1e-13)
+
+
+@pytest.mark.parametrize("pieces", [array_loops.MAX_SEGMENTS, array_loops.MAX_SEGMENTS + 1])
+def test_an_operand_of_more_runs_than_segments_is_copied(pieces):
+    sizes = [N // pieces] * (pieces - 1)
+    sizes.append(N - sum(sizes))
+
+    def f(y, t, p):
+        return _blocks(y, sizes) * p[0] - y
+
+    rng = np.random.default_rng(4)
+    y, p = rng.normal(size=N), np.array([1.7])
+    model = CompiledModel(f, N, 1, np.float64)
+    assert ("local" in model.model.source) == (pieces > array_loops.MAX_SEGMENTS)
+    np.testing.assert_allclose(model(y, 0.3, p), jax_eval(f, y, 0.3, p, np.float64),
+                               rtol=1e-15)

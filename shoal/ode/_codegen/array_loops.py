@@ -6,7 +6,9 @@ length: a 300-variable hierarchy is 3 000 statements, and its dual-number instan
 are bit-identical. Each operand becomes an expression of the loop index ``i``: the element itself
 when it is the same for all (a broadcast scalar), a read of a constant table, a contiguous or
 evenly strided run of an existing array (``y``, ``p`` or an earlier loop's result), or else a local
-array of its elements.
+array of its elements. Operands made of a few contiguous runs (``jnp.roll``, ``concatenate``, a
+shifted slice) split the loop at the runs' ends instead, so that no local array is copied: one
+loop per stretch where every operand is one run.
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ LOOP_MIN_SIZE = 32
 
 # Runs of at least this many consecutive array elements are copied by a loop.
 COPY_MIN_RUN = 8
+
+# At most this many loops, one per stretch where each operand is one contiguous run (a rolled
+# operand makes two, each shifted or concatenated piece one); beyond it, local arrays.
+MAX_SEGMENTS = 8
 
 _ELEMENT = re.compile(r"([A-Za-z_]\w*)\[(\d+)\]\Z")
 
@@ -118,8 +124,9 @@ def _strided(elems: list) -> str | None:
     return f"{matches[0].group(1)}[{k} + i * {stride}]"
 
 
-def _operand(em, elems: list, dtype) -> str:
-    """An expression of the loop index i for one operand's elements."""
+def _whole(em, elems: list, dtype) -> str | None:
+    """An expression of the loop index i for all of one operand's elements without copying
+    them (the same element, a constant table, one contiguous or strided run), else None."""
     first = elems[0]
     if all(type(e) is type(first) and e == first for e in elems):
         return em.render(first, dtype)
@@ -127,25 +134,69 @@ def _operand(em, elems: list, dtype) -> str:
         if is_float(dtype):  # a double table read as T, as the literal T(x) would be
             return f"T(tab::{em.table('double', [double(e) for e in elems])}[i])"
         return f"tab::{em.table(_ctype(dtype), [em.render(e, dtype) for e in elems])}[i]"
-    run = _contiguous(elems) or _strided(elems)
-    if run is not None:
-        return run
+    return _contiguous(elems) or _strided(elems)
+
+
+def _operand(em, elems: list, dtype) -> str:
+    """An expression of the loop index i for one operand's elements."""
+    whole = _whole(em, elems, dtype)
+    if whole is not None:
+        return whole
     name = em.fresh("local")
     em.lines += [f"{_ctype(dtype)} {name}[{len(elems)}];",
                  *copy_lines(name, elems, lambda e: em.render(e, dtype))]
     return f"{name}[i]"
 
 
+def _segments(em, flat: list, dtypes: list, size: int):
+    """The loop split where the operands' contiguous runs end: (bounds, per operand its whole
+    expression or its runs), or None where the stretches would be more than MAX_SEGMENTS. An
+    element that is no array's (a scalar, a constant: a zero padded on) is a run of its own."""
+    bounds, forms = {0, size}, []
+    for elems, dt in zip(flat, dtypes, strict=True):
+        whole = _whole(em, elems, dt)
+        if whole is not None:
+            forms.append(whole)
+            continue
+        runs = _runs(elems)
+        bounds.update(first for first, _, _, _ in runs)
+        if len(bounds) - 1 > MAX_SEGMENTS:
+            return None
+        forms.append([(first, length, base, start if base is not None
+                       else em.render(elems[first], dt)) for first, length, base, start in runs])
+    return sorted(bounds), forms
+
+
 def loop(em, fmt: str, ctype: str, arrays: list, dtypes: list, shape) -> np.ndarray:
     """Emit ``ctype v[size]; for i: v[i] = fmt(operands at i);`` and return its elements."""
     flat = [a.reshape(-1).tolist() for a in arrays]
     size = len(flat[0]) if flat else int(np.prod(shape))
-    operands = [_operand(em, elems, dt) for elems, dt in zip(flat, dtypes, strict=True)]
     name = em.fresh()
-    em.lines += [
-        f"{ctype} {name}[{size}];",
-        f"for (int i = 0; i < {size}; ++i) {name}[i] = {fmt.format(*operands)};",
-    ]
+    split = _segments(em, flat, dtypes, size) if flat else None
+    if split is None:
+        operands = [_operand(em, elems, dt) for elems, dt in zip(flat, dtypes, strict=True)]
+        em.lines += [
+            f"{ctype} {name}[{size}];",
+            f"for (int i = 0; i < {size}; ++i) {name}[i] = {fmt.format(*operands)};",
+        ]
+    else:
+        # The same expression per element as one loop, stretch by stretch: the same bits.
+        bounds, forms = split
+        em.lines.append(f"{ctype} {name}[{size}];")
+        for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+            operands = []
+            for form in forms:
+                if isinstance(form, str):
+                    operands.append(form)
+                    continue
+                first, _, base, start = next(r for r in form if r[0] <= lo < r[0] + r[1])
+                if base is None:  # one element, rendered
+                    operands.append(start)
+                    continue
+                shift = start - first  # element i of the operand is base[i + shift]
+                operands.append(f"{base}[i - {-shift}]" if shift < 0 else _indexed(base, shift))
+            em.lines.append(f"for (int i = {lo}; i < {hi}; ++i) "
+                            f"{name}[i] = {fmt.format(*operands)};")
     out = np.empty(size, dtype=object)
     for k in range(size):
         ref = f"{name}[{k}]"

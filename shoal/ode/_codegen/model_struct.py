@@ -261,9 +261,9 @@ _LANE_NAMES = frozenset({"const", "T", "y", "t", "p", "bool", "for", "int", "i",
 _LANE_OPERATORS = frozenset("+-*/()[]=;,.<>!&|%^~{}:")
 _TOKEN = re.compile(r"[A-Za-z_]\w*|\d[\d.]*(?:[eE][+-]?\d+)?|\S")
 # What a subscript may hold in the lanes: a constant, or an elementwise loop's index (the same in
-# every lane); a run-time index reads through gather().
+# every lane), shifted by a constant; a run-time index reads through gather().
 _SUBSCRIPT = re.compile(r"\[([^\[\]]*)\]")
-_LANE_SUBSCRIPT = re.compile(r"\d+|[ij]|\d+(?: \+ [ij](?: \* \d+)?)+|\d+ \+ i \+ 1")
+_LANE_SUBSCRIPT = re.compile(r"\d+|[ij]|\d+(?: \+ [ij](?: \* \d+)?)+|\d+ \+ i \+ 1|i - \d+")
 # Loops over constants, or over a constant table's row (contractions.py: j over row i's nonzeros).
 _LANE_LOOP = re.compile(r"\bfor \(int ([ij]) = (?:\d+|table\d+_rows\[\d+ \+ i\]); "
                         r"\1 < (?:\d+|table\d+_rows\[\d+ \+ i \+ 1\]); ")
