@@ -14,6 +14,7 @@ from test_codegen import CompiledModel, jax_eval
 from test_scans import _JACOBIAN_HARNESS
 
 from shoal import _jit
+from shoal.ode import solve
 from shoal.ode._codegen import array_loops, generate_model
 from shoal.ode._model import structural_pattern
 
@@ -140,3 +141,79 @@ def test_an_operand_of_more_runs_than_segments_is_copied(pieces):
     assert ("local" in model.model.source) == (pieces > array_loops.MAX_SEGMENTS)
     np.testing.assert_allclose(model(y, 0.3, p), jax_eval(f, y, 0.3, p, np.float64),
                                rtol=1e-15)
+
+
+def chain(y, t, p):
+    """Lorenz-96's chain of elementwise loops, a result read twice (not fused into its reader)
+    and one read by a later, not the next, loop."""
+    step = (jnp.roll(y, -1) - jnp.roll(y, 2)) * jnp.roll(y, 1) - y + p[0]
+    twice = jnp.exp(-y * y)
+    later = jnp.sin(y) * p[1]
+    return (step * twice + twice) * jnp.cos(y) + later
+
+
+def _unfused(monkeypatch):
+    monkeypatch.setattr(array_loops, "fuse_chains", lambda lines: lines)
+
+
+def test_a_chain_of_loops_is_one_loop_with_the_same_bits(monkeypatch):
+    rng = np.random.default_rng(5)
+    y, p = rng.normal(size=N), np.array([8.0, 0.4])
+    fused = CompiledModel(chain, N, 2, np.float64)
+    rhs = fused.model.source.split("static void rhs", 1)[1]
+    # step's four loops are one, split where its rolls' runs end; exp(-y*y), read twice, is
+    # stored; sin(y) * p[1] is read two loops later.
+    assert "for (int i = 2; i < 39; ++i)" in rhs and "T(T(T(y[1 + i] - y[i - 2])" in rhs
+    assert rhs.count(f"[{N}];") == 5, rhs
+    assert fused.model.lane_arithmetic
+    jac = _jacobian(fused.model, y, p)
+    # In the SIMD lanes, the scalar path's bits.
+    y0 = jnp.asarray(rng.normal(size=(9, N)))
+    ts = jnp.linspace(0.0, 0.5, 3)
+    lanes = [solve(chain, y0, ts, jnp.asarray(p), method="tsit5", lanes=w) for w in (1, 8)]
+    np.testing.assert_array_equal(lanes[0], lanes[1])
+    _unfused(monkeypatch)
+    plain = CompiledModel(chain, N, 2, np.float64)
+    assert plain.model.source.split("static void rhs", 1)[1].count(f"[{N}];") == 14
+    np.testing.assert_array_equal(fused(y, 0.7, p), plain(y, 0.7, p))
+    np.testing.assert_array_equal(jac, _jacobian(plain.model, y, p))
+    np.testing.assert_allclose(fused(y, 0.7, p), jax_eval(chain, y, 0.7, p, np.float64),
+                               rtol=1e-13)
+
+
+def _loops(name, bounds, expression):
+    return [f"T {name}[{bounds[-1]}];", *(
+        f"for (int i = {lo}; i < {hi}; ++i) {name}[i] = {expression};"
+        for lo, hi in zip(bounds[:-1], bounds[1:], strict=True))]
+
+
+@pytest.mark.parametrize("stretches", [array_loops.MAX_SEGMENTS, array_loops.MAX_SEGMENTS + 1])
+def test_chains_fuse_up_to_the_stretches_limit(stretches):
+    # The producer's stretches start at 0, 1, 2, ...; the consumer's at 0, 6, 12, ...
+    made = [*range(stretches // 2), N]
+    used = [*range(0, 6 * (stretches - stretches // 2) + 1, 6), N]
+    assert len(set(made[:-1]) | set(used[:-1])) == stretches
+    lines = [*_loops("v1", made, "(y[i] - p[0])"), *_loops("v2", used, "exp(v1[i])"),
+             "for (int i = 0; i < 40; ++i) dy[i] = v2[i];"]
+    out = array_loops.fuse_chains(lines)
+    if stretches > array_loops.MAX_SEGMENTS:
+        assert out == lines
+    else:
+        assert "T v1[40];" not in out and len(out) == stretches + 2
+        assert all("exp(T(y[i] - p[0]))" in line for line in out[1:-1])
+
+
+def test_chains_are_not_fused_where_the_array_is_read_elsewhere():
+    cases = {
+        "read at a constant index": ["const T v3 = (v1[5] * t);"],
+        "read twice by the next loop": [],
+        "not by the next statement": ["const T v3 = (t * t);"],
+    }
+    for what, between in cases.items():
+        consumer = "(v1[i] * v1[i])" if what.startswith("read twice") else "(v1[i] * y[i])"
+        lines = [*_loops("v1", [0, N], "(y[i] + t)")]
+        if what.startswith("not by"):
+            lines += between + _loops("v2", [0, N], consumer)
+        else:
+            lines += _loops("v2", [0, N], consumer) + between
+        assert array_loops.fuse_chains(lines) == lines, what

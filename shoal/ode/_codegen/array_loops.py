@@ -207,3 +207,72 @@ def loop(em, fmt: str, ctype: str, arrays: list, dtypes: list, shape) -> np.ndar
             em.index_deps[ref] = em.deps_of(
                 " ".join(em.render(elems[k], dt) for elems, dt in zip(flat, dtypes, strict=True)))
     return out.reshape(shape)
+
+
+_DECLARED = re.compile(r"T (v\d+)\[(\d+)\];")
+_ELEMENTWISE = re.compile(r"for \(int i = (\d+); i < (\d+); \+\+i\) (v\d+)\[i\] = (.+);")
+
+
+def _array_at(lines: list[str], at: int):
+    """(name, size, [(lo, hi, expression)], end) for a T array declared at ``lines[at]`` and
+    written whole by the elementwise loops that follow it, else None."""
+    declared = _DECLARED.fullmatch(lines[at]) if at < len(lines) else None
+    if declared is None:
+        return None
+    name, size = declared.group(1), int(declared.group(2))
+    loops, end = [], at + 1
+    while end < len(lines) and (m := _ELEMENTWISE.fullmatch(lines[end])) and m.group(3) == name:
+        lo, hi = int(m.group(1)), int(m.group(2))
+        if lo != (loops[-1][1] if loops else 0):
+            return None
+        loops.append((lo, hi, m.group(4)))
+        end += 1
+    if not loops or loops[-1][1] != size:
+        return None
+    return name, size, loops, end
+
+
+def _as_t(expression: str) -> str:
+    """``T(expression)``, without doubling the parentheses of one already enclosed in a pair."""
+    if expression.startswith("(") and expression.endswith(")"):
+        depth = 0
+        for k, c in enumerate(expression):
+            depth += (c == "(") - (c == ")")
+            if depth == 0 and k < len(expression) - 1:
+                break
+        else:
+            return f"T{expression}"
+    return f"T({expression})"
+
+
+def fuse_chains(lines: list[str]) -> list[str]:
+    """An elementwise loop's array read only by the next one, at its own index, once per
+    element (``a = x - y; b = a * z``), is computed inside that loop instead of stored and read
+    back: one loop and no array instead of two. Each element is the same expression, converted
+    to T as the store did (``T(...)``), so the same bits; the loops' stretches (a rolled operand
+    splits them) are intersected, up to MAX_SEGMENTS."""
+    lines = list(lines)
+    at = 0
+    while at < len(lines):
+        producer = _array_at(lines, at)
+        consumer = producer and _array_at(lines, producer[3])
+        if not consumer:
+            at += 1
+            continue
+        name, _, made, end = producer
+        read = re.compile(rf"\b{name}\[i\]")
+        reads = sum(len(re.findall(rf"\b{name}\[", line)) for line in lines[end:])
+        target, size, uses, after = consumer
+        if (reads != len(uses) or any(len(read.findall(e)) != 1 for _, _, e in uses)
+                or len({lo for lo, _, _ in made} | {lo for lo, _, _ in uses}) > MAX_SEGMENTS):
+            at += 1
+            continue
+        fused = [f"T {target}[{size}];"]
+        for lo, hi, expression in uses:
+            for a, b, inner in made:
+                if max(lo, a) < min(hi, b):
+                    value = read.sub(lambda _, inner=inner: _as_t(inner), expression)
+                    fused.append(f"for (int i = {max(lo, a)}; i < {min(hi, b)}; ++i) "
+                                 f"{target}[i] = {value};")
+        lines[at:after] = fused
+    return lines

@@ -368,7 +368,8 @@ def _body(em: Emitter, closed, consts, n_vars: int, n_reads: int, p_names, dtype
     (out,) = Walker(em).run(closed.jaxpr, consts, [y, t, p])
     if em.indexed_writes:  # a vjp: its parameter cotangent accumulates (vjp.py)
         outputs = scattered.output_lines(em, out, target, written=n_vars)
-        return contractions.fuse_outer_products([*live(em.lines, outputs), *outputs], target)
+        return contractions.fuse_outer_products(
+            array_loops.fuse_chains([*live(em.lines, outputs), *outputs]), target)
     elems = list(np.asarray(out.elems, dtype=object).reshape(-1))
     outputs = array_loops.copy_lines(target, elems, lambda e: em.render(e, out.dtype))
-    return [*live(em.lines, outputs), *outputs]
+    return array_loops.fuse_chains([*live(em.lines, outputs), *outputs])
