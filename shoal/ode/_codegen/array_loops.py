@@ -8,7 +8,8 @@ when it is the same for all (a broadcast scalar), a read of a constant table, a 
 evenly strided run of an existing array (``y``, ``p`` or an earlier loop's result), or else a local
 array of its elements. Operands made of a few contiguous runs (``jnp.roll``, ``concatenate``, a
 shifted slice) split the loop at the runs' ends instead, so that no local array is copied: one
-loop per stretch where every operand is one run.
+loop per stretch where every operand is one run. A loop whose array only the next loop reads is
+then computed inside that one (:func:`fuse_chains`).
 """
 
 from __future__ import annotations
