@@ -217,3 +217,40 @@ def test_chains_are_not_fused_where_the_array_is_read_elsewhere():
         else:
             lines += _loops("v2", [0, N], consumer) + between
         assert array_loops.fuse_chains(lines) == lines, what
+
+
+@pytest.mark.parametrize("pieces", [array_loops.MAX_SEGMENTS, array_loops.MAX_SEGMENTS + 1])
+def test_grad_jacrev_and_jacfwd_agree_on_both_sides_of_the_stretches_limit(pieces):
+    # The vector-Jacobian products are generated through the same loops (split and fused below
+    # the limit, copied above it): the adjoint's grad and jacrev against forward mode's jacfwd,
+    # with a per-member and a shared leaf, y0 differentiated and not.
+    sizes = [N // pieces] * (pieces - 1)
+    sizes.append(N - sum(sizes))
+
+    def f(y, t, p):
+        mixed_up = _blocks(y, sizes)
+        return (y - mixed_up) * p["shared"][0] - p["own"] * y + 0.1 * jnp.sin(y)
+
+    members = 3
+    y0 = jnp.asarray(np.random.default_rng(6).normal(size=(members, N)))
+    own = jnp.linspace(0.5, 1.5, members)
+    shared = jnp.array([0.7])
+    ts = jnp.array([0.0, 0.2, 0.5])
+
+    def saves(shared, own, y0, adjoint):
+        ys = solve(f, y0, ts, {"shared": shared, "own": own},
+                   params_axes={"shared": None, "own": 0}, method="tsit5", rtol=1e-9,
+                   atol=1e-9, sens_error_control=False, first_step=1e-3, adjoint=adjoint)
+        return ys[:, -1, :3].ravel()
+
+    source = generate_model(lambda y, t, p: f(y, t, {"shared": p[:1], "own": p[1]}), N, 2,
+                            np.float64).source
+    assert ("local" in source) == (pieces > array_loops.MAX_SEGMENTS)
+    for argnums in ((0, 1), (0, 1, 2)):
+        forward = jax.jacfwd(saves, argnums)(shared, own, y0, False)
+        reverse = jax.jacrev(saves, argnums)(shared, own, y0, True)
+        grad = jax.grad(lambda *a: jnp.sum(saves(*a, True)), argnums)(shared, own, y0)
+        for r, fw, g in zip(reverse, forward, grad, strict=True):
+            scale = float(jnp.max(jnp.abs(fw)))
+            np.testing.assert_allclose(r, fw, rtol=1e-10, atol=1e-12 * scale)
+            np.testing.assert_allclose(g, jnp.sum(fw, axis=0), rtol=1e-10, atol=1e-12 * scale)
