@@ -36,6 +36,14 @@ Cases (goals from issues 12 and 26 in brackets):
                                  coefficient is a run-time parameter (3 543 of them: rate
                                  constants, stoichiometry, third-body efficiencies, NASA
                                  polynomials), Rodas5P [issue 26: <= 30 s]
+  petab<n>                       benchmarks/petab_like.py's n-species network (any n >= 4),
+                                 Rodas5P, dense LU
+
+``--split 0,1`` compares one translation unit with the dual-number evaluations compiled apart
+(``SHOAL_SPLIT_COMPILE``; shoal/ode/_build.py), e.g. to place EVALUATIONS_APART_MIN_LINES:
+
+    PYTHONPATH=. .venv/bin/python benchmarks/compile_latency.py --split 0,1 \\
+        --cases lorenz_rodas5p,petab8,petab25,petab33,boltzmann_dense
 """
 
 from __future__ import annotations
@@ -117,6 +125,14 @@ def _case(name: str):
                              method="tsit5")
     if name == "mechanism_params":
         return _mechanism_case()
+    if name.startswith("petab"):  # benchmarks/petab_like.py's networks, Rodas5P, dense LU
+        sys.path.insert(0, str(HERE))  # petab_like imports its neighbours as top-level modules
+        import petab_like
+
+        species, reactions, k, y0 = petab_like.network(int(name[len("petab"):]))
+        f = petab_like.jax_rhs(species, reactions, list(k))
+        return lambda: solve(f, jnp.asarray(y0), jnp.array([0.0, 1e-3]),
+                             jnp.asarray(list(k.values())), sparsity="dense")
     raise ValueError(f"unknown case {name!r}; the cases are {', '.join(CASES)}")
 
 
@@ -241,14 +257,16 @@ def _run_child(args: list[str], env: dict) -> dict:
     raise RuntimeError(f"{' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
 
 
-def measure(name: str, checkout: Path) -> dict:
+def measure(name: str, checkout: Path, split: str | None = None) -> dict:
     """One cold run of a case in a fresh process with a new cache directory, importing shoal
-    from ``checkout`` (the models come from this script's checkout). The cache holds only the
-    precompiled core headers, built by a process before (timed as ``prelude``; absent in
-    checkouts before them)."""
+    from ``checkout`` (the models come from this script's checkout), with
+    ``SHOAL_SPLIT_COMPILE=split`` if given. The cache holds only the precompiled core headers,
+    built by a process before (timed as ``prelude``; absent in checkouts before them)."""
     with tempfile.TemporaryDirectory(prefix="shoal-latency-") as cache:
         path = os.pathsep.join(dict.fromkeys([str(checkout), str(HERE.parent)]))
         env = dict(os.environ, SHOAL_CACHE_DIR=cache, PYTHONPATH=path)
+        if split is not None:
+            env["SHOAL_SPLIT_COMPILE"] = split
         try:
             prelude = _run_child(["--prelude"], env)
         except RuntimeError:  # a checkout without precompiled headers
@@ -263,6 +281,8 @@ def main() -> None:
     parser.add_argument("--checkout", default=str(HERE.parent),
                         help="comma-separated shoal checkouts to measure, interleaved run by run "
                              "so that a change of load hits all alike (default: this one)")
+    parser.add_argument("--split", help="comma-separated SHOAL_SPLIT_COMPILE settings to compare "
+                        "(auto, 1, 0), interleaved like checkouts (default: the environment's)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--prelude", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -273,19 +293,21 @@ def main() -> None:
         _child(args.child)
         return
     checkouts = [Path(c).resolve() for c in args.checkout.split(",")]
-    print(f"{'case':<20} | {'checkout':<16} | {'codegen':>8} | {'compile':>8} | {'total':>8} | "
-          f"{'goal':>5} | {'lines':>7} | libs | prelude (once)")
-    print("-" * 114)
+    splits = args.split.split(",") if args.split else [None]
+    sides = [(c, split) for c in checkouts for split in splits]
+    print(f"{'case':<20} | {'checkout':<16} | split | {'codegen':>8} | {'compile':>8} | "
+          f"{'total':>8} | {'goal':>5} | {'lines':>7} | libs | prelude (once)")
+    print("-" * 122)
     for name in args.cases.split(","):
-        runs = {c: [] for c in checkouts}
+        runs = {side: [] for side in sides}
         for _ in range(args.repeats):
-            for checkout in checkouts:
-                runs[checkout].append(measure(name, checkout))
+            for checkout, split in sides:
+                runs[checkout, split].append(measure(name, checkout, split))
         goal = GOALS.get(name)
-        for checkout, figures in runs.items():
+        for (checkout, split), figures in runs.items():
             best = {key: min(run[key] for run in figures) for key in figures[0]}
-            print(f"{name:<20} | {str(checkout)[-16:]:<16} | {best['codegen']:7.2f}s | "
-                  f"{best['compile']:7.2f}s | {best['total']:7.2f}s | "
+            print(f"{name:<20} | {str(checkout)[-16:]:<16} | {split or '-':>5} | "
+                  f"{best['codegen']:7.2f}s | {best['compile']:7.2f}s | {best['total']:7.2f}s | "
                   f"{f'{goal:g}s' if goal else '-':>5} | {best['lines']:>7} | {best['libs']:>4} | "
                   f"{best['prelude']:7.2f}s", flush=True)
 

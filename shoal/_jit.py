@@ -14,7 +14,8 @@ foreign file is rebuilt rather than trusted; one the loader still refuses is reb
 With g++, a model library includes the core headers through one precompiled header
 (``shoal/ode/jit_prelude.hpp``, built into the cache once per compiler and flags:
 :func:`precompiled_prelude`), which takes a third off a small model's compile;
-``SHOAL_PRECOMPILED_HEADER=0`` turns it off.
+``SHOAL_PRECOMPILED_HEADER=0`` turns it off. A library may be built from one source as several
+translation units compiled at once and linked (``evaluation_units``: shoal/ode/_build.py).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import tempfile
 import threading
 import warnings
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
@@ -395,30 +397,35 @@ def discard(artifact: Path) -> None:
         _digest_path(artifact).unlink(missing_ok=True)
 
 
-def compile_library(source: str, optimization: str | None = None) -> Path:
+def compile_library(source: str, optimization: str | None = None,
+                    evaluation_units: tuple[int, ...] = ()) -> Path:
     """Return the path of a shared library built from ``source`` (compiling it if needed).
 
     The source must contain the marker ``SHOAL_CACHE_KEY`` where the key string is to be embedded
     (as the initialiser of an exported char array). ``optimization`` is the -O flag (None: the
-    configured one).
+    configured one). ``evaluation_units``: the source is compiled once more for each unit k, with
+    ``SHOAL_EVALUATIONS_PART=k`` defined, all at once, and the objects linked (a generated model
+    whose dual-number evaluations are compiled apart: shoal/ad/evaluations_apart.hpp).
     """
     optimization = optimization or optimization_level()
-    return cached_build(source, ".so", _library_identity(optimization),
-                        lambda src, output: _build_library(src, output, optimization))
+    return cached_build(
+        source, ".so", _library_identity(optimization),
+        lambda src, output: _build_library(src, output, optimization,
+                                           evaluation_units=evaluation_units))
 
 
 def load_library(source: str, load: Callable[[Path], T],
-                 optimization: str | None = None) -> T:
-    """``load(path)`` of the library built from ``source``; a cached library that the loader
-    refuses (``OSError`` or ``RuntimeError``: damaged in a way its key and digest did not show)
-    is rebuilt once and loaded again."""
-    path = compile_library(source, optimization)
+                 optimization: str | None = None, evaluation_units: tuple[int, ...] = ()) -> T:
+    """``load(path)`` of the library built from ``source`` (:func:`compile_library`); a cached
+    library that the loader refuses (``OSError`` or ``RuntimeError``: damaged in a way its key
+    and digest did not show) is rebuilt once and loaded again."""
+    path = compile_library(source, optimization, evaluation_units)
     try:
         return load(path)
     except (OSError, RuntimeError) as exc:
         first = exc
     discard(path)
-    path = compile_library(source, optimization)
+    path = compile_library(source, optimization, evaluation_units)
     try:
         return load(path)
     except (OSError, RuntimeError) as exc:
@@ -503,22 +510,46 @@ def _build_prelude(src: Path, output: Path, optimization: str) -> None:
         raise CompileError(f"precompiling {src} failed: {_tail(proc.stdout, proc.stderr)}")
 
 
-def _build_library(src: Path, output: Path, optimization: str | None = None) -> None:
+def _build_library(src: Path, output: Path, optimization: str | None = None,
+                   evaluation_units: tuple[int, ...] = ()) -> None:
     exe, _ = find_compiler()
     prelude = None
     if uses_precompiled_prelude():
         with open(src) as f:
             if f.readline().strip() == PRELUDE_INCLUDE:
                 prelude = precompiled_prelude(optimization)
-    cmd = [exe, *compiler_flags(optimization), *([f"-I{prelude}"] if prelude else []),
-           f"-I{include_dir()}", str(src), "-o", str(output)]
+    flags = [*compiler_flags(optimization), *([f"-I{prelude}"] if prelude else []),
+             f"-I{include_dir()}"]
+    if not evaluation_units:
+        _compile(src, [exe, *flags, str(src), "-o", str(output)])
+        return
+    # One object per unit, compiled at once, then linked: the compile takes the slowest unit's
+    # time, not their sum. -z defs: a unit missing from the list fails here, not at load.
+    objects = {unit: output.with_name(f"{output.name}.{unit}.o") for unit in (0, *evaluation_units)}
+    commands = [[exe, *flags, *([f"-DSHOAL_EVALUATIONS_PART={unit}"] if unit else []), "-c",
+                 str(src), "-o", str(obj)] for unit, obj in objects.items()]
+    try:
+        with ThreadPoolExecutor(max_workers=len(commands)) as pool:
+            for done in [pool.submit(_compile, src, cmd) for cmd in commands]:
+                done.result()
+        _compile(src, [exe, *compiler_flags(optimization), "-Wl,-z,defs",
+                       *map(str, objects.values()), "-o", str(output)], "linking")
+    finally:
+        for obj in objects.values():
+            obj.unlink(missing_ok=True)
+
+
+def _compile(src: Path, cmd: list[str], doing: str = "compiling") -> None:
+    """Run one compiler command (``doing``: compiling or linking) for the generated source
+    ``src``; a failure, a timeout or a compiler that cannot run is a :class:`CompileError`
+    naming the source and the command."""
     timeout = compile_timeout()
-    fix = f"install g++ or clang++, or set $CXX to a working C++17 compiler (this one: {exe})"
+    fix = f"install g++ or clang++, or set $CXX to a working C++17 compiler (this one: {cmd[0]})"
     try:
         proc = _run(cmd, timeout)
     except subprocess.TimeoutExpired as exc:
         raise CompileError(
-            f"the C++ compiler did not finish compiling the generated model within {timeout:g} s "
+            f"the C++ compiler did not finish {doing} the generated model within {timeout:g} s "
             f"and was stopped (source: {src})\ncommand: {' '.join(cmd)}\n"
             f"{_tail(exc.stdout, exc.stderr)}\nIf the model is just large, raise the limit with "
             f"SHOAL_COMPILE_TIMEOUT=<seconds>; if the compiler hangs, {fix}.") from None
@@ -534,12 +565,12 @@ def _build_library(src: Path, output: Path, optimization: str | None = None) -> 
         except ValueError:
             how = f"was killed by signal {-proc.returncode}"
         error = CompileError(
-            f"the C++ compiler {how} compiling the generated model (source: {src})\n"
+            f"the C++ compiler {how} {doing} the generated model (source: {src})\n"
             f"command: {' '.join(cmd)}\n{output}\n"
             f"It may have run out of memory, or be broken: {fix}.")
     else:
         error = CompileError(
-            f"compiling the generated model failed with exit status {proc.returncode} "
+            f"{doing} the generated model failed with exit status {proc.returncode} "
             f"(source: {src})\ncommand: {' '.join(cmd)}\n{output}\n"
             f"If the compiler itself is broken, {fix}.")
     error.output = output

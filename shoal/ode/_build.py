@@ -99,8 +99,54 @@ def _host_library(build: ModelBuild, optimization: str) -> str:
         _ode_ext.load_model(str(path), build.variant.entry)
         return str(path)
 
-    return _jit.load_library(library_source(build.model, build.variant, "cpu"), load,
-                             optimization)
+    units = evaluation_units(build)
+    return _jit.load_library(library_source(build.model, build.variant, "cpu", bool(units)),
+                             load, optimization, evaluation_units=units)
+
+
+# Lines of model source (its statements; tables' #define lines not counted) from which a
+# library's dual-number evaluations are compiled apart, beside the rest, when two CPUs can run
+# the compiles at once. Each further unit costs 0.1-0.2 s of CPU (reading the precompiled header,
+# instantiating the steppers) and the link a few hundredths. Measured on 2 idle cores
+# (benchmarks/compile_latency.py --split 0,1): Lorenz Rodas5P (3 variables, 49 lines) 0.69 s
+# whole, 0.72 s split; petab_like's 8-species network (93 lines) 1.00 -> 0.79 s; 25 species
+# (132 lines) 1.37 -> 0.82 s. Below about 100 lines the gain is a tenth or two of a second, while
+# `make test`, whose two workers already keep both cores busy, would pay the extra CPU on its
+# hundreds of small models.
+EVALUATIONS_APART_MIN_LINES = 100
+
+
+def evaluation_units(build: ModelBuild) -> tuple[int, ...]:
+    """The translation units (shoal/ad/evaluations_apart.hpp) that compile the model's
+    dual-number evaluations for the host library of ``build``, at the same time as the rest:
+    1 the Jacobian sweeps of a Rosenbrock method, 2 a joint Rosenbrock system's second-order
+    sweeps, 3 a joint solve's sensitivity columns; () for one translation unit. The results are
+    the same bits either way: only the compile's wall time changes.
+
+    ``$SHOAL_SPLIT_COMPILE``: ``auto`` (default: models of ``EVALUATIONS_APART_MIN_LINES`` lines
+    or more, where this process may use two CPUs or more), ``1`` (every library that has such
+    evaluations), ``0`` (never).
+    """
+    setting = os.environ.get("SHOAL_SPLIT_COMPILE", "auto").strip().lower() or "auto"
+    if setting not in ("auto", "0", "1"):
+        raise ValueError(f"SHOAL_SPLIT_COMPILE must be auto, 1 or 0, got {setting!r}")
+    variant = build.variant
+    units = []
+    if variant.method.rosenbrock:
+        units.append(1)
+    if variant.joint:
+        units += [2, 3] if variant.method.rosenbrock else [3]
+    if setting == "0" or not units:
+        return ()
+    if setting == "auto" and (model_lines(build.model) < EVALUATIONS_APART_MIN_LINES
+                              or len(os.sched_getaffinity(0)) < 2):
+        return ()
+    return tuple(units)
+
+
+def model_lines(model: _codegen.GeneratedModel) -> int:
+    """Lines of the model's C++ source, preprocessor lines (its tables) left out."""
+    return sum(1 for line in model.source.splitlines() if not line.lstrip().startswith("#"))
 
 
 @functools.lru_cache(maxsize=512)

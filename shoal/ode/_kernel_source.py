@@ -151,18 +151,25 @@ def _stepper_source(variant: Variant, lanes: str = "") -> tuple[list[str], str, 
 
 
 def library_source(model: _codegen.GeneratedModel, variant: Variant,
-                   platform: str = "cpu") -> str:
+                   platform: str = "cpu", evaluations_apart: bool = False) -> str:
     """The complete translation unit for one (model, dtype, variant) on ``platform``.
 
     cpu: a shared library exporting ``entry(args, begin, end)`` over a range of trajectories.
     cuda: a cubin whose ``__global__`` kernel ``entry(args)`` solves one trajectory per thread,
     with ``shoal_model_info`` = {ABI version, n_vars, n_params, n_shared, bits, n_saved,
     has_event} for the handler to check.
+    evaluations_apart (cpu): the model's dual-number evaluations go to further translation units
+    compiled from the same source (shoal/ad/evaluations_apart.hpp; shoal/_jit.py builds them).
     """
     ctype = "double" if model.dtype == np.float64 else "float"
     bits = 64 if model.dtype == np.float64 else 32
     includes, stepper_type, model_type = _stepper_source(variant)
-    lines = [model.source, *includes, "", f"using ShoalSolvedModel = {model_type};"]
+    apart = []
+    if evaluations_apart:
+        if platform != "cpu":
+            raise ValueError(f"evaluations compiled apart are a host build's, not {platform!r}'s")
+        apart = _EVALUATIONS_APART
+    lines = [model.source, *apart, *includes, "", f"using ShoalSolvedModel = {model_type};"]
     if platform == "cuda":
         return "\n".join([
             *lines,
@@ -230,7 +237,8 @@ def library_source(model: _codegen.GeneratedModel, variant: Variant,
     return "\n".join([
         *prelude,
         *lines,
-        _HOST_EXPORT,
+        *(["#ifndef SHOAL_EXPORT", _HOST_EXPORT, "#endif"] if evaluations_apart
+          else [_HOST_EXPORT]),
         *extra_exports,
         "SHOAL_EXPORT const char shoal_cache_key[] = SHOAL_CACHE_KEY;",
         "SHOAL_EXPORT int32_t shoal_abi_version() { return SHOAL_ODE_ABI_VERSION; }",
@@ -252,6 +260,18 @@ def library_source(model: _codegen.GeneratedModel, variant: Variant,
 
 
 _HOST_EXPORT = '#define SHOAL_EXPORT extern "C" __attribute__((visibility("default"), used))'
+# Where a library's dual-number evaluations are compiled apart: the model's flag for
+# param_reads.hpp, and in the evaluations' unit their definitions, with the entry points made
+# unused static functions (instantiated, so their evaluations are; never compiled themselves).
+_EVALUATIONS_APART = [
+    "namespace shoal_generated {",
+    "constexpr bool shoal_evaluated_apart(const Model*) { return true; }",
+    "}  // namespace shoal_generated",
+    "#if defined(SHOAL_EVALUATIONS_PART)",
+    '#include "shoal/ad/evaluations_apart.hpp"',
+    "#define SHOAL_EXPORT [[maybe_unused]] static",
+    "#endif",
+]
 
 
 def sparsity_tracer_source(model: _codegen.GeneratedModel) -> str:

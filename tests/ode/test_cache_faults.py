@@ -375,7 +375,7 @@ def _compiler_runs_out_of_space(monkeypatch, fake_cxx):
 
 
 def _writing_runs_out_of_space(monkeypatch, fake_cxx):
-    def build(src, output, optimization=None):
+    def build(src, output, optimization=None, evaluation_units=()):
         output.write_bytes(b"\x7fELF, cut short")
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(output))
 

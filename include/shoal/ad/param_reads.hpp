@@ -91,7 +91,8 @@ struct RhsMap {
 // Map's function of Model at (y, t) with its parameters as `params` reads them: in place where
 // the model takes that, else copied into an array of D first.
 template <class Model, class Map, class D, class Reader>
-SHOAL_HD void apply_reading(const D* y, const D& t, const ParamReads<D, Reader>& params, D* out) {
+SHOAL_HD void apply_reading_here(const D* y, const D& t, const ParamReads<D, Reader>& params,
+                                 D* out) {
   if constexpr (reads_params_in_place<Model>()) {
     Map::template apply<Model, D>(y, t, params, out);
   } else {
@@ -99,6 +100,68 @@ SHOAL_HD void apply_reading(const D* y, const D& t, const ParamReads<D, Reader>&
     D pd[np > 0 ? np : 1];
     for (int j = 0; j < np; ++j) pd[j] = params[j];
     Map::template apply<Model, D>(y, t, static_cast<const D*>(pd), out);
+  }
+}
+
+// Whether a generated library compiles its model's dual-number evaluations in translation units
+// of their own (evaluations_apart.hpp): its model's namespace then declares
+// `constexpr bool shoal_evaluated_apart(const Model*) { return true; }`, which argument-dependent
+// lookup prefers to this fallback (for wrappers derived from the model too, mass.hpp's WithMass).
+SHOAL_HD constexpr bool shoal_evaluated_apart(const void*) { return false; }
+template <class Model>
+SHOAL_HD constexpr bool evaluated_apart() {
+  return shoal_evaluated_apart(static_cast<const Model*>(nullptr));
+}
+
+// Which of those units compiles an evaluation, by what its parameters are: constants (a
+// Jacobian sweep, unit 1), duals nested over another sweep's (the joint Rosenbrock systems'
+// second-order sweeps, 2), seeded columns (sensitivities, 3). shoal/ode/_build.py names the units
+// a variant needs; a missing one fails the library's link.
+template <class Reader>
+struct EvaluationUnit {
+  static constexpr int value = 3;
+};
+template <class P>
+struct EvaluationUnit<ConstantReader<P>> {
+  static constexpr int value = 1;
+};
+template <class Inner, class Reader>
+struct EvaluationUnit<NestedReader<Inner, Reader>> {
+  static constexpr int value = 2;
+};
+
+// apply_reading_here compiled in unit 1, 2 or 3: declared here, defined there
+// (evaluations_apart.hpp). `used` must be on this first declaration (g++ ignores it on a later
+// one): it has every instantiation emitted in the unit that defines it, though nothing there
+// calls it.
+#if defined(SHOAL_DEVICE_COMPILE)
+#define SHOAL_EMIT_INSTANCES
+#else
+#define SHOAL_EMIT_INSTANCES __attribute__((used))
+#endif
+template <class Model, class Map, class D, class Reader>
+SHOAL_EMIT_INSTANCES SHOAL_HD void apply_reading_in_unit1(const D* y, const D& t,
+                                                          const ParamReads<D, Reader>& params,
+                                                          D* out);
+template <class Model, class Map, class D, class Reader>
+SHOAL_EMIT_INSTANCES SHOAL_HD void apply_reading_in_unit2(const D* y, const D& t,
+                                                          const ParamReads<D, Reader>& params,
+                                                          D* out);
+template <class Model, class Map, class D, class Reader>
+SHOAL_EMIT_INSTANCES SHOAL_HD void apply_reading_in_unit3(const D* y, const D& t,
+                                                          const ParamReads<D, Reader>& params,
+                                                          D* out);
+
+template <class Model, class Map, class D, class Reader>
+SHOAL_HD void apply_reading(const D* y, const D& t, const ParamReads<D, Reader>& params, D* out) {
+  if constexpr (!evaluated_apart<Model>()) {
+    apply_reading_here<Model, Map>(y, t, params, out);
+  } else if constexpr (EvaluationUnit<Reader>::value == 1) {
+    apply_reading_in_unit1<Model, Map>(y, t, params, out);
+  } else if constexpr (EvaluationUnit<Reader>::value == 2) {
+    apply_reading_in_unit2<Model, Map>(y, t, params, out);
+  } else {
+    apply_reading_in_unit3<Model, Map>(y, t, params, out);
   }
 }
 
