@@ -139,9 +139,16 @@ def evaluation_units(build: ModelBuild) -> tuple[int, ...]:
     if setting == "0" or not units:
         return ()
     if setting == "auto" and (model_lines(build.model) < EVALUATIONS_APART_MIN_LINES
-                              or len(os.sched_getaffinity(0)) < 2):
+                              or usable_cpus() < 2):
         return ()
     return tuple(units)
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity where the OS has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def model_lines(model: _codegen.GeneratedModel) -> int:

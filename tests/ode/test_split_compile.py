@@ -157,7 +157,7 @@ def test_threshold_both_sides_and_the_settings(monkeypatch):
     lines = _build.model_lines(build.model)
     assert lines >= _build.EVALUATIONS_APART_MIN_LINES  # the model above is split by default
     monkeypatch.setattr(_build, "EVALUATIONS_APART_MIN_LINES", lines)
-    monkeypatch.setattr(_build.os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(_build, "usable_cpus", lambda: 2)
     monkeypatch.delenv("SHOAL_SPLIT_COMPILE", raising=False)
     assert _build.evaluation_units(build) == (1,)
     monkeypatch.setattr(_build, "EVALUATIONS_APART_MIN_LINES", lines + 1)
@@ -169,10 +169,10 @@ def test_threshold_both_sides_and_the_settings(monkeypatch):
     assert _build.evaluation_units(_build_of(chain, 24, 3, "tsit5")) == ()
     monkeypatch.setenv("SHOAL_SPLIT_COMPILE", "auto")
     monkeypatch.setattr(_build, "EVALUATIONS_APART_MIN_LINES", lines)
-    monkeypatch.setattr(_build.os, "sched_getaffinity", lambda pid: {0})
+    monkeypatch.setattr(_build, "usable_cpus", lambda: 1)
     assert _build.evaluation_units(build) == ()  # one CPU: nothing to run beside
     monkeypatch.setenv("SHOAL_SPLIT_COMPILE", "0")
-    monkeypatch.setattr(_build.os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(_build, "usable_cpus", lambda: 2)
     assert _build.evaluation_units(build) == ()
     monkeypatch.setenv("SHOAL_SPLIT_COMPILE", "yes")
     with pytest.raises(ValueError, match="SHOAL_SPLIT_COMPILE must be auto, 1 or 0, got 'yes'"):
