@@ -1,7 +1,8 @@
 """Data-movement primitives (slice, gather, reshape, concatenate, ...) emit no code.
 
 Every data element gets a distinct id, JAX itself moves the ids with the equation's own
-parameters, and the ids are mapped back to elements: the semantics are JAX's by construction.
+parameters (or NumPy, where it moves them the same way: numpy_eval.py), and the ids are mapped
+back to elements: the semantics are JAX's by construction.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
+from shoal.ode._codegen import numpy_eval
 from shoal.ode._codegen.cpp import is_float
 from shoal.ode._codegen.elementwise import elementwise
 from shoal.ode._codegen.jax_internals import eager
@@ -52,35 +54,6 @@ def _gather_fill(value, dtype):
     return int(info.max if jnp.issubdtype(dtype, jnp.unsignedinteger) else info.min)
 
 
-def _numpy_move(name: str, params: dict, arrays: list):
-    """The common movements in NumPy, or None: each distinct eager JAX bind compiles an XLA
-    executable (~50 ms), which made most of a 72-variable model's translation time."""
-    x = arrays[0]
-    if name == "slice" and all(isinstance(v, np.ndarray) for v in arrays):
-        strides = params["strides"] or (1,) * x.ndim
-        return x[tuple(slice(b, e, st) for b, e, st in zip(
-            params["start_indices"], params["limit_indices"], strides, strict=True))]
-    if name == "squeeze":
-        return np.squeeze(x, axis=tuple(params["dimensions"]))
-    if name == "expand_dims":
-        return np.expand_dims(x, axis=tuple(params["dimensions"]))
-    if name == "reshape" and params.get("dimensions") is None:
-        return x.reshape(params["new_sizes"])
-    if name == "broadcast_in_dim" and params.get("sharding") is None and len(arrays) == 1:
-        shape, dims = tuple(params["shape"]), tuple(params["broadcast_dimensions"])
-        expanded = [1] * len(shape)
-        for axis, size in zip(dims, x.shape, strict=True):
-            expanded[axis] = size
-        return np.broadcast_to(x.reshape(expanded), shape)
-    if name == "concatenate":
-        return np.concatenate(arrays, axis=params["dimension"])
-    if name == "rev":
-        return np.flip(x, axis=tuple(params["dimensions"]))
-    if name == "transpose":
-        return np.transpose(x, params["permutation"])
-    return None
-
-
 def move(walker, eqn, ins) -> list[Sym]:
     if eqn.primitive.name == "select_n" and not ins[0].is_const():
         return [elementwise(walker, eqn, ins)]
@@ -116,9 +89,9 @@ def moved_ids(walker, eqn, ins):
             starts.append(None)
             bound.append(s.const_value())
     params = dict(eqn.params)
-    moved = _numpy_move(name, params, bound)
+    moved = numpy_eval.move(name, params, bound)
     if moved is not None:
-        return [moved], pool, starts, None
+        return moved, pool, starts, None
     fill = None
     if "fill_value" in params:
         # Out-of-bounds gathers come back as id -1 and take the user's fill value (or JAX's).

@@ -13,6 +13,7 @@ import jax.extend.core as jex_core
 import jax.numpy as jnp
 import numpy as np
 
+from shoal.ode._codegen import numpy_eval
 from shoal.ode._codegen.emitter import Emitter
 from shoal.ode._codegen.jax_internals import eager, source_location
 from shoal.ode._codegen.rules import NAMED_CALLS, RULES
@@ -150,7 +151,12 @@ class Walker:
             )
 
     def fold(self, eqn, ins):
-        """Evaluate an equation with constant inputs using JAX itself; None if JAX cannot."""
+        """Evaluate an equation with constant inputs, in NumPy where it gives JAX's exact result
+        (numpy_eval.py), else using JAX itself; None if JAX cannot."""
+        values = [s.const_value() for s in ins]
+        outs = numpy_eval.fold(eqn.primitive.name, eqn.params, values)
+        if outs is not None:
+            return [const_sym(np.array(o)) for o in outs]
         try:
             with eager():
                 out = eqn.primitive.bind(*[jnp.asarray(s.const_value()) for s in ins], **eqn.params)
