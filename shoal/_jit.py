@@ -33,7 +33,7 @@ import tempfile
 import threading
 import warnings
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import TypeVar
 
@@ -115,15 +115,19 @@ class CacheError(OSError):
     """The cache directory could not take a compiled model (``errno`` says why, e.g. ENOSPC)."""
 
 
-def _run(cmd: list[str], timeout: float) -> subprocess.CompletedProcess:
+def _run(cmd: list[str], timeout: float,
+         started: list[subprocess.Popen] | None = None) -> subprocess.CompletedProcess:
     """Run a tool, capturing its output (undecodable bytes replaced), stopped after ``timeout`` s.
 
     The tool gets a process group of its own and the whole group is killed on timeout: a
     compiler driver's children (cc1plus, as, ld), or a wrapper script's, hold the output pipes,
-    so killing only the driver would leave the wait hanging until they finish.
+    so killing only the driver would leave the wait hanging until they finish. ``started``
+    collects the process, for a caller in another thread to stop (:func:`_kill_group`).
     """
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           errors="replace", start_new_session=True) as proc:
+        if started is not None:
+            started.append(proc)
         try:
             out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -528,10 +532,18 @@ def _build_library(src: Path, output: Path, optimization: str | None = None,
     objects = {unit: output.with_name(f"{output.name}.{unit}.o") for unit in (0, *evaluation_units)}
     commands = [[exe, *flags, *([f"-DSHOAL_EVALUATIONS_PART={unit}"] if unit else []), "-c",
                  str(src), "-o", str(obj)] for unit, obj in objects.items()]
+    started: list[subprocess.Popen] = []
     try:
         with ThreadPoolExecutor(max_workers=len(commands)) as pool:
-            for done in [pool.submit(_compile, src, cmd) for cmd in commands]:
-                done.result()
+            running = [pool.submit(_compile, src, cmd, "compiling", started) for cmd in commands]
+            try:
+                finished, _ = wait(running, return_when=FIRST_EXCEPTION)
+                for done in [*finished, *running]:  # a failure first, before waiting on the rest
+                    done.result()
+            except BaseException:  # a unit failed, or Ctrl-C: stop the others, not wait for them
+                for proc in started:
+                    _kill_group(proc)
+                raise
         _compile(src, [exe, *compiler_flags(optimization), "-Wl,-z,defs",
                        *map(str, objects.values()), "-o", str(output)], "linking")
     finally:
@@ -539,14 +551,15 @@ def _build_library(src: Path, output: Path, optimization: str | None = None,
             obj.unlink(missing_ok=True)
 
 
-def _compile(src: Path, cmd: list[str], doing: str = "compiling") -> None:
+def _compile(src: Path, cmd: list[str], doing: str = "compiling",
+             started: list[subprocess.Popen] | None = None) -> None:
     """Run one compiler command (``doing``: compiling or linking) for the generated source
     ``src``; a failure, a timeout or a compiler that cannot run is a :class:`CompileError`
     naming the source and the command."""
     timeout = compile_timeout()
     fix = f"install g++ or clang++, or set $CXX to a working C++17 compiler (this one: {cmd[0]})"
     try:
-        proc = _run(cmd, timeout)
+        proc = _run(cmd, timeout, started)
     except subprocess.TimeoutExpired as exc:
         raise CompileError(
             f"the C++ compiler did not finish {doing} the generated model within {timeout:g} s "

@@ -197,3 +197,43 @@ def test_a_unit_left_out_fails_the_link_naming_its_function(monkeypatch):
     finally:
         _build._host_library.cache_clear()
         jax.clear_caches()
+
+
+def test_a_failing_unit_stops_the_others_at_once(tmp_path, monkeypatch):
+    """One unit's compiler fails while the main unit's would run a minute: the build raises the
+    failure within seconds and the main unit's compiler (a child holding the pipes, as cc1plus
+    does under the driver) is killed, not waited for."""
+    import os
+    import textwrap
+    import time
+
+    sleeper = tmp_path / "sleeper.pid"
+    cxx = tmp_path / "cxx"
+    cxx.write_text(textwrap.dedent(f"""\
+        #!/bin/sh
+        case "$*" in
+          *SHOAL_EVALUATIONS_PART=1*) sleep 0.5; echo 'unit 1: error: broken' >&2; exit 1 ;;
+        esac
+        sleep 60 & echo $! > {sleeper}; wait
+        """))
+    cxx.chmod(0o755)
+    monkeypatch.setattr(_jit, "find_compiler", lambda: (str(cxx), "fake"))
+    monkeypatch.setattr(_jit, "uses_precompiled_prelude", lambda: False)
+    monkeypatch.setattr(_jit, "compiler_flags", lambda optimization=None: ("-O1",))
+    src = tmp_path / "model.cc"
+    src.write_text("// a generated library\n")
+    start = time.perf_counter()
+    with pytest.raises(_jit.CompileError, match="exit status 1") as info:
+        _jit._build_library(src, tmp_path / "model.so", "-O1", evaluation_units=(1,))
+    assert time.perf_counter() - start < 20
+    assert "unit 1: error: broken" in str(info.value)
+    pid = int(sleeper.read_text())
+    for _ in range(50):  # the killed group's sleep is reaped by init shortly
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"the main unit's compiler (pid {pid}) is still running")
+    assert not list(tmp_path.glob("*.o"))
