@@ -121,6 +121,7 @@ def test_iota_and_conversions():
     (lambda x: lax.integer_pow(x, 3), np.float64([1.1, 2.0])),
     (lambda x: lax.add(x, x), np.array([1, 2], dtype=jnp.bfloat16)),
     (lambda x: lax.exp(x), np.float64([1.0])),
+    (lambda x: lax.mul(x, x, out_dtype=np.int32), np.int8([100, -100])),  # a wider result
 ])
 def test_what_numpy_would_compute_differently_is_left_to_jax(fn, arg):
     eqn = _primitive(fn, arg)

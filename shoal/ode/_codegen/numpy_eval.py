@@ -102,6 +102,8 @@ def fold(name: str, params: dict, arrays: list) -> list[np.ndarray] | None:
         shapes = {a.shape for a in arrays if a.ndim}  # a 0-d operand is broadcast, as in lax
         if not _exact_dtype(dtype) or any(a.dtype != dtype for a in arrays) or len(shapes) > 1:
             return None
+        if params.get("out_dtype") is not None:  # mul's wider result (int8 × int8 → int32)
+            return None
         with np.errstate(all="ignore"):
             out = np.asarray(np.negative(arrays[0]) if name == "neg"
                              else _ARITHMETIC[name](arrays[0], arrays[1]), dtype=dtype)
